@@ -1,0 +1,52 @@
+# contractd — every install and test step lives here so a fresh clone works.
+export GOTOOLCHAIN := local
+export GOFLAGS := -mod=mod
+GO      ?= go
+BIN     := bin
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS := -s -w -X main.version=$(VERSION)
+FUZZTIME ?= 20s
+
+.PHONY: all build test test-go test-e2e vet bench bench-engine fuzz demo run clean deps
+
+all: build
+
+deps:
+	$(GO) mod download
+
+build: deps
+	@mkdir -p $(BIN)
+	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN)/contractd ./cmd/contractd
+	@if [ -d cmd/contractd-sim ]; then $(GO) build -trimpath -o $(BIN)/contractd-sim ./cmd/contractd-sim; fi
+
+vet: deps
+	$(GO) vet ./...
+
+# The README's test command: vet, every Go test with -race (unit, golden,
+# fake-upstream, binary end-to-end), then the SDK end-to-end tests.
+test: vet build test-go test-e2e
+
+test-go:
+	$(GO) test -race -count=1 -timeout 15m ./...
+
+test-e2e: build
+	@if [ -f e2e/node/package.json ]; then scripts/e2e-node.sh; fi
+
+bench-engine:
+	$(GO) test -run '^$$' -bench . -benchmem -count 6 ./contracts/ ./policy/ ./retry/
+
+bench: build
+	@if [ -d cmd/contractd-bench ]; then $(GO) run ./cmd/contractd-bench; else $(MAKE) bench-engine; fi
+
+# Each fuzz target for FUZZTIME (go test runs one -fuzz target at a time).
+fuzz:
+	@scripts/fuzz.sh $(FUZZTIME)
+
+demo: build
+	@scripts/demo.sh
+
+run: build
+	@scripts/run.sh
+
+clean:
+	rm -rf $(BIN)

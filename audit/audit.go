@@ -1,0 +1,152 @@
+// Package audit writes one JSON line per chat-completions request (SPEC §6).
+// The Event is also the record metrics are derived from, so what the audit
+// says and what /metrics counts cannot drift apart.
+//
+// Durability: the file sink writes each event with a single write(2) on an
+// O_APPEND descriptor before the request's response completes, so a clean
+// shutdown or a crash of contractd loses nothing; it does not fsync per
+// event (a power loss may lose the last events the OS had not flushed).
+// Close fsyncs.
+package audit
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/contractd/contractd/contracts"
+)
+
+// Outcomes (SPEC §6).
+const (
+	OutcomeValid         = "valid"
+	OutcomeNeedsReview   = "needs_review"
+	OutcomeRejected      = "rejected"
+	OutcomeUpstreamError = "upstream_error"
+	OutcomePassthrough   = "passthrough"
+)
+
+// Usage is token usage as the upstream reported it.
+type Usage struct {
+	PromptTokens     int `json:"prompt_tokens"`
+	CompletionTokens int `json:"completion_tokens"`
+	TotalTokens      int `json:"total_tokens"`
+}
+
+// Add returns u+o.
+func (u Usage) Add(o Usage) Usage {
+	return Usage{u.PromptTokens + o.PromptTokens, u.CompletionTokens + o.CompletionTokens, u.TotalTokens + o.TotalTokens}
+}
+
+// Ref names a prompt or contract and the hash of its definition.
+type Ref struct {
+	Name   string `json:"name"`
+	SHA256 string `json:"sha256"`
+}
+
+// Budget is the route's total budget and what the request used.
+type Budget struct {
+	MaxTotalTokens int `json:"max_total_tokens"`
+	Used           int `json:"used"`
+}
+
+// Attempt is one contract attempt.
+type Attempt struct {
+	Attempt        int                   `json:"attempt"`
+	Temperature    float64               `json:"temperature"`
+	Shortened      bool                  `json:"shortened"`
+	FinishReason   string                `json:"finish_reason"`
+	UpstreamStatus int                   `json:"upstream_status"`
+	LatencyMS      float64               `json:"latency_ms"`
+	Usage          Usage                 `json:"usage"`
+	Violations     []contracts.Violation `json:"violations"`
+	OutputSHA256   string                `json:"output_sha256"`
+	Output         *string               `json:"output,omitempty"` // include_content only
+	Tries          int                   `json:"-"`                // transport tries, for metrics
+}
+
+// Event is one request's audit record.
+type Event struct {
+	Time        time.Time       `json:"time"`
+	RequestID   string          `json:"request_id"`
+	Route       string          `json:"route"`
+	Outcome     string          `json:"outcome"`
+	Status      int             `json:"status"`
+	DurationMS  float64         `json:"duration_ms"`
+	Prompt      *Ref            `json:"prompt"`
+	Contract    *Ref            `json:"contract"`
+	InputSHA256 string          `json:"input_sha256"`
+	Attempts    []Attempt       `json:"attempts"`
+	Usage       Usage           `json:"usage"`
+	Budget      *Budget         `json:"budget"`
+	ErrorCode   string          `json:"error_code,omitempty"` // the client's error code when not 200
+	Input       json.RawMessage `json:"input,omitempty"`      // include_content only
+}
+
+// Sink receives events. Write must be safe for concurrent use and must hand
+// the event to its destination before returning.
+type Sink interface {
+	Write(ev *Event) error
+	Close() error
+}
+
+// New opens the sink a config names.
+func New(sink, path string) (Sink, error) {
+	switch sink {
+	case "", "stdout":
+		return &writerSink{w: os.Stdout}, nil
+	case "none":
+		return nopSink{}, nil
+	case "file":
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+		if err != nil {
+			return nil, fmt.Errorf("audit file: %w", err)
+		}
+		return &writerSink{w: f, f: f}, nil
+	}
+	return nil, fmt.Errorf("unknown audit sink %q", sink)
+}
+
+// NewWriter is a sink writing lines to w (tests, custom destinations).
+func NewWriter(w io.Writer) Sink { return &writerSink{w: w} }
+
+type writerSink struct {
+	mu sync.Mutex
+	w  io.Writer
+	f  *os.File
+}
+
+func (s *writerSink) Write(ev *Event) error {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(ev); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, err := s.w.Write(b.Bytes()) // one write per line: O_APPEND keeps lines whole
+	return err
+}
+
+func (s *writerSink) Close() error {
+	if s.f == nil {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.f.Sync(); err != nil {
+		s.f.Close()
+		return err
+	}
+	return s.f.Close()
+}
+
+type nopSink struct{}
+
+func (nopSink) Write(*Event) error { return nil }
+func (nopSink) Close() error       { return nil }

@@ -1,0 +1,279 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"runtime/debug"
+	"strings"
+
+	"github.com/contractd/contractd/config"
+	"github.com/contractd/contractd/contracts"
+)
+
+// Exit codes (SPEC §7).
+const (
+	exitOK      = 0
+	exitProblem = 1
+	exitUsage   = 2
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+const usage = `usage: contractd <command> [flags]
+
+commands:
+  serve     [-c FILE]                                   run the proxy
+  validate  [-c FILE]                                   check a config; one "location: message" line per problem
+  check     [-c FILE] (--contract NAME | --route NAME) [--input FILE] [OUTPUT|-]
+                                                        judge a saved model output offline
+  render    [-c FILE] --route NAME [--input FILE] [--attempt N]
+                                                        print the upstream request body of attempt N
+  version                                               print the version
+
+The config is -c FILE, else $CONTRACTD_CONFIG, else ./contractd.yaml.
+`
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return exitUsage
+	}
+	switch args[0] {
+	case "serve":
+		return cmdServe(ctx, args[1:], stdout, stderr)
+	case "validate":
+		return cmdValidate(args[1:], stdout, stderr)
+	case "check":
+		return cmdCheck(args[1:], stdout, stderr)
+	case "render":
+		return cmdRender(args[1:], stdout, stderr)
+	case "version", "--version", "-v":
+		fmt.Fprintln(stdout, "contractd", buildVersion())
+		return exitOK
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return exitOK
+	}
+	fmt.Fprintf(stderr, "contractd: unknown command %q\n\n%s", args[0], usage)
+	return exitUsage
+}
+
+func buildVersion() string {
+	if version != "dev" {
+		return version
+	}
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		return bi.Main.Version
+	}
+	return version
+}
+
+func newFlags(name string, stderr io.Writer) (*flag.FlagSet, *string) {
+	fs := flag.NewFlagSet("contractd "+name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	cfg := fs.String("c", "", "config file (default $CONTRACTD_CONFIG or ./contractd.yaml)")
+	return fs, cfg
+}
+
+// parseInterleaved parses flags that may come after positional arguments
+// (`check out.json --contract x`), as users type them.
+func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			return pos, nil
+		}
+		if args[0] == "-" || !strings.HasPrefix(args[0], "-") {
+			pos = append(pos, args[0])
+			args = args[1:]
+			if len(args) == 0 {
+				return pos, nil
+			}
+			continue
+		}
+	}
+}
+
+func cmdValidate(args []string, stdout, stderr io.Writer) int {
+	fs, cfg := newFlags("validate", stderr)
+	if pos, err := parseInterleaved(fs, args); err != nil || len(pos) > 0 {
+		if err == nil {
+			fmt.Fprintf(stderr, "contractd validate: unexpected argument %q\n", pos[0])
+		}
+		return exitUsage
+	}
+	path := config.Resolve(*cfg)
+	rt, err := config.Load(path)
+	if err != nil {
+		var ce *config.Error
+		if errors.As(err, &ce) {
+			for _, p := range ce.Problems {
+				fmt.Fprintln(stdout, p.String())
+			}
+			return exitProblem
+		}
+		fmt.Fprintf(stdout, "%s: %v\n", path, err)
+		return exitProblem
+	}
+	for _, w := range rt.Warnings {
+		fmt.Fprintf(stderr, "warning: %s\n", w.String())
+	}
+	return exitOK
+}
+
+// loadForTool loads a config for check/render: any problem is a usage
+// failure (exit 2) printed to stderr.
+func loadForTool(cmd, flagPath string, stderr io.Writer) (*config.Runtime, bool) {
+	path := config.Resolve(flagPath)
+	rt, err := config.Load(path)
+	if err != nil {
+		var ce *config.Error
+		if errors.As(err, &ce) {
+			for _, p := range ce.Problems {
+				fmt.Fprintf(stderr, "contractd %s: %s\n", cmd, p.String())
+			}
+		} else {
+			fmt.Fprintf(stderr, "contractd %s: %v\n", cmd, err)
+		}
+		return nil, false
+	}
+	return rt, true
+}
+
+type checkOutput struct {
+	Valid      bool                  `json:"valid"`
+	Violations []contracts.Violation `json:"violations"`
+	Evidence   []contracts.Evidence  `json:"evidence"`
+}
+
+func cmdCheck(args []string, stdout, stderr io.Writer) int {
+	fs, cfg := newFlags("check", stderr)
+	contractName := fs.String("contract", "", "contract to judge against")
+	routeName := fs.String("route", "", "judge with a route's contract and rendered prompt (enables prompt_leak)")
+	inputPath := fs.String("input", "", "the input object (JSON) the output answers; evidence is looked up in it")
+	pos, err := parseInterleaved(fs, args)
+	if err != nil {
+		return exitUsage
+	}
+	if len(pos) > 1 || (*contractName == "") == (*routeName == "") {
+		fmt.Fprintln(stderr, "contractd check: give --contract NAME or --route NAME, and at most one OUTPUT file (or - for stdin)")
+		return exitUsage
+	}
+	rt, ok := loadForTool("check", *cfg, stderr)
+	if !ok {
+		return exitUsage
+	}
+	var k *contracts.Contract
+	var route *config.Route
+	if *routeName != "" {
+		route = rt.Routes[*routeName]
+		if route == nil || route.Passthrough {
+			fmt.Fprintf(stderr, "contractd check: unknown contract route %q\n", *routeName)
+			return exitUsage
+		}
+		k = route.Contract
+	} else if k = rt.Contracts[*contractName]; k == nil {
+		fmt.Fprintf(stderr, "contractd check: unknown contract %q\n", *contractName)
+		return exitUsage
+	}
+	src := "-"
+	if len(pos) == 1 {
+		src = pos[0]
+	}
+	output, err := readArg(src)
+	if err != nil {
+		fmt.Fprintf(stderr, "contractd check: cannot read output: %v\n", err)
+		return exitUsage
+	}
+	subj := &contracts.Subject{}
+	var inputText string
+	if *inputPath != "" {
+		b, err := os.ReadFile(*inputPath)
+		if err != nil {
+			fmt.Fprintf(stderr, "contractd check: cannot read input: %v\n", cleanErr(err))
+			return exitUsage
+		}
+		inputText = string(b)
+		subj.LastUser, subj.HasLastUser = inputText, true
+		if v, err := contracts.DecodeJSON(b); err == nil {
+			subj.Input = v
+		}
+	}
+	if route != nil {
+		sys, err := renderSystemForCheck(route, subj, *inputPath != "")
+		if err != nil {
+			fmt.Fprintf(stderr, "contractd check: %v\n", err)
+			return exitUsage
+		}
+		subj.SystemPrompt = sys
+	}
+	res := k.Check(string(output), subj)
+	out := checkOutput{Valid: res.Valid, Violations: res.Violations, Evidence: res.Evidence}
+	if out.Violations == nil {
+		out.Violations = []contracts.Violation{}
+	}
+	enc := json.NewEncoder(stdout)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(out)
+	if res.Valid {
+		return exitOK
+	}
+	return exitProblem
+}
+
+// renderSystemForCheck renders the route's system prompt with --input (or
+// the prompt's example_input) so prompt_leak can be judged offline.
+func renderSystemForCheck(r *config.Route, subj *contracts.Subject, haveInput bool) (string, error) {
+	p := r.Prompt
+	data := contracts.TemplateData{}
+	switch {
+	case haveInput && p.InputSchema != nil:
+		data.Input = subj.Input
+	case haveInput:
+		data.Input = subj.LastUser
+	case p.InputSchema != nil:
+		data.Input = p.ExampleInput
+		subj.Input = p.ExampleInput
+	default:
+		s, _ := p.ExampleInput.(string)
+		data.Input = s
+	}
+	if subj.HasLastUser {
+		data.Messages = []contracts.Message{{Role: "user", Content: subj.LastUser}}
+	}
+	s, err := p.RenderSystem(data)
+	if err != nil {
+		return "", fmt.Errorf("rendering the system prompt of route %q: %v", r.Name, err)
+	}
+	return s, nil
+}
+
+func readArg(name string) ([]byte, error) {
+	if name == "-" {
+		return io.ReadAll(io.LimitReader(os.Stdin, 64<<20))
+	}
+	b, err := os.ReadFile(name)
+	if err != nil {
+		return nil, errors.New(cleanErr(err))
+	}
+	return b, nil
+}
+
+func cleanErr(err error) string {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return pe.Path + ": " + pe.Err.Error()
+	}
+	return err.Error()
+}

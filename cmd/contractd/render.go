@@ -1,0 +1,89 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/contractd/contractd/config"
+	"github.com/contractd/contractd/proxy"
+)
+
+func cmdRender(args []string, stdout, stderr io.Writer) int {
+	fs, cfg := newFlags("render", stderr)
+	routeName := fs.String("route", "", "route to render")
+	inputPath := fs.String("input", "", "a chat completion request body, or the input object (default: the prompt's example_input)")
+	attempt := fs.Int("attempt", 1, "attempt number (1-based)")
+	if pos, err := parseInterleaved(fs, args); err != nil || len(pos) > 0 || *routeName == "" {
+		if err == nil {
+			fmt.Fprintln(stderr, "contractd render: --route NAME is required; no positional arguments")
+		}
+		return exitUsage
+	}
+	rt, ok := loadForTool("render", *cfg, stderr)
+	if !ok {
+		return exitUsage
+	}
+	route := rt.Routes[*routeName]
+	if route == nil {
+		fmt.Fprintf(stderr, "contractd render: unknown route %q\n", *routeName)
+		return exitUsage
+	}
+	var raw []byte
+	if *inputPath != "" {
+		b, err := os.ReadFile(*inputPath)
+		if err != nil {
+			fmt.Fprintf(stderr, "contractd render: cannot read input: %s\n", cleanErr(err))
+			return exitUsage
+		}
+		raw = b
+	}
+	body, err := requestBodyFor(route, raw)
+	if err != nil {
+		fmt.Fprintf(stderr, "contractd render: %v\n", err)
+		return exitUsage
+	}
+	out, err := proxy.Render(route, body, *attempt)
+	if err != nil {
+		fmt.Fprintf(stderr, "contractd render: %v\n", err)
+		return exitProblem
+	}
+	var pretty bytes.Buffer
+	if json.Indent(&pretty, out, "", "  ") != nil {
+		pretty.Reset()
+		pretty.Write(out)
+	}
+	pretty.WriteByte('\n')
+	_, _ = stdout.Write(pretty.Bytes())
+	return exitOK
+}
+
+// requestBodyFor turns --input into a client request body: a file that is
+// already a request (has "messages" or "contract_input") is used as is; any
+// other JSON object is the input object; anything else is user text.
+func requestBodyFor(route *config.Route, raw []byte) ([]byte, error) {
+	if raw == nil {
+		if route.Passthrough || route.Prompt.ExampleInput == nil {
+			return nil, fmt.Errorf("route %q has no example_input; give --input", route.Name)
+		}
+		if s, ok := route.Prompt.ExampleInput.(string); ok {
+			return json.Marshal(map[string]any{"model": route.Name, "messages": []any{map[string]string{"role": "user", "content": s}}})
+		}
+		return json.Marshal(map[string]any{"model": route.Name, "contract_input": route.Prompt.ExampleInput})
+	}
+	var probe map[string]json.RawMessage
+	if json.Unmarshal(raw, &probe) == nil {
+		if _, ok := probe["messages"]; ok {
+			return raw, nil
+		}
+		if _, ok := probe["contract_input"]; ok {
+			return raw, nil
+		}
+		if !route.Passthrough && route.Prompt.InputSchema != nil {
+			return json.Marshal(map[string]any{"model": route.Name, "contract_input": json.RawMessage(raw)})
+		}
+	}
+	return json.Marshal(map[string]any{"model": route.Name, "messages": []any{map[string]string{"role": "user", "content": string(raw)}}})
+}

@@ -1,0 +1,245 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/contractd/contractd/audit"
+	"github.com/contractd/contractd/config"
+	"github.com/contractd/contractd/proxy"
+	"github.com/fsnotify/fsnotify"
+	"github.com/spf13/viper"
+)
+
+func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs, cfg := newFlags("serve", stderr)
+	if pos, err := parseInterleaved(fs, args); err != nil || len(pos) > 0 {
+		return exitUsage
+	}
+	path := config.Resolve(*cfg)
+	rt, err := loadServable(path)
+	if err != nil {
+		fmt.Fprintf(stderr, "contractd serve: %v\n", err)
+		return exitProblem
+	}
+	logger := newLogger(stderr, rt.Server.LogLevel)
+	for _, w := range rt.Warnings {
+		logger.Warn("config warning", "location", w.Location(), "message", w.Message)
+	}
+	if err := serve(ctx, path, rt, logger); err != nil {
+		logger.Error("serve failed", "error", err.Error())
+		return exitProblem
+	}
+	return exitOK
+}
+
+// loadServable loads a config and checks what serving needs beyond
+// validate: a route, and every upstream key variable set.
+func loadServable(path string) (*config.Runtime, error) {
+	rt, err := config.Load(path)
+	if err != nil {
+		return nil, err
+	}
+	if len(rt.Routes) == 0 {
+		return nil, fmt.Errorf("%s: serve needs at least one route", path)
+	}
+	for _, r := range rt.RouteList {
+		if e := r.Upstream.APIKeyEnv; e != "" {
+			if _, ok := os.LookupEnv(e); !ok {
+				return nil, fmt.Errorf("%s: upstream %q: environment variable %s (api_key_env) is not set", path, r.Upstream.Name, e)
+			}
+		}
+	}
+	return rt, nil
+}
+
+func newLogger(w io.Writer, level string) *slog.Logger {
+	if env := os.Getenv("CONTRACTD_LOG_LEVEL"); env != "" {
+		level = env
+	}
+	var lv slog.Level
+	_ = lv.UnmarshalText([]byte(strings.ToUpper(orDefault(level, "info"))))
+	var h slog.Handler = slog.NewJSONHandler(w, &slog.HandlerOptions{Level: lv})
+	if os.Getenv("CONTRACTD_LOG_FORMAT") == "text" {
+		h = slog.NewTextHandler(w, &slog.HandlerOptions{Level: lv})
+	}
+	return slog.New(h)
+}
+
+func orDefault(s, d string) string {
+	if s == "" {
+		return d
+	}
+	return s
+}
+
+func serve(ctx context.Context, path string, rt *config.Runtime, logger *slog.Logger) error {
+	sink, err := audit.New(rt.Audit.Sink, rt.Audit.Path)
+	if err != nil {
+		return err
+	}
+	defer sink.Close()
+	tel, metrics, shutdownTel, err := setupTelemetry(ctx, logger)
+	if err != nil {
+		return err
+	}
+	defer shutdownTel(context.Background())
+	caller := proxy.NewCaller(func(u *config.Upstream) string {
+		if u.APIKeyEnv == "" {
+			return ""
+		}
+		return os.Getenv(u.APIKeyEnv)
+	})
+	srv := proxy.NewServer(rt, caller, sink, logger)
+	srv.Telemetry = tel
+	if !srv.AuthEnabled() {
+		logger.Warn("no client API keys configured: the API accepts every request (set server.api_keys_env)")
+	}
+	admin := &proxy.Admin{Metrics: metrics}
+	var apiHandler http.Handler
+	if rt.Server.AdminListen == "" {
+		apiHandler = srv.Handler(admin)
+	} else {
+		apiHandler = srv.Handler(nil)
+	}
+	apiHandler = wrapHTTP(apiHandler)
+
+	servers := []*http.Server{newHTTPServer(apiHandler, rt)}
+	addrs := []string{rt.Server.Listen}
+	if rt.Server.AdminListen != "" {
+		servers = append(servers, newHTTPServer(admin, rt))
+		addrs = append(addrs, rt.Server.AdminListen)
+	}
+	errc := make(chan error, len(servers))
+	for i, hs := range servers {
+		ln, err := net.Listen("tcp", addrs[i])
+		if err != nil {
+			return fmt.Errorf("listen %s: %w", addrs[i], err)
+		}
+		kind := "api"
+		if i == 1 {
+			kind = "admin"
+		}
+		logger.Info("listening", "kind", kind, "addr", ln.Addr().String())
+		go func() { errc <- hs.Serve(ln) }()
+	}
+	admin.SetReady(true)
+
+	rctx, stopReload := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		watchReload(rctx, path, srv, tel, logger)
+	}()
+
+	select {
+	case <-ctx.Done():
+	case err := <-errc:
+		stopReload()
+		wg.Wait()
+		return err
+	}
+	// Drain: stop being ready, stop accepting, let in-flight requests end.
+	admin.SetReady(false)
+	logger.Info("draining", "timeout", rt.Server.ShutdownTimeout.String())
+	stopReload()
+	wg.Wait()
+	dctx, cancel := context.WithTimeout(context.Background(), srv.Runtime().Server.ShutdownTimeout)
+	defer cancel()
+	var firstErr error
+	for _, hs := range servers {
+		if err := hs.Shutdown(dctx); err != nil && firstErr == nil {
+			firstErr = err
+		}
+	}
+	if firstErr != nil {
+		return fmt.Errorf("drain: %w", firstErr)
+	}
+	logger.Info("stopped")
+	return nil
+}
+
+func newHTTPServer(h http.Handler, rt *config.Runtime) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second, // slow-header clients
+		ReadTimeout:       60 * time.Second,  // slow-body clients
+		WriteTimeout:      rt.Server.RequestTimeout + 30*time.Second,
+		IdleTimeout:       120 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          nil,
+	}
+}
+
+// watchReload reloads on SIGHUP at once and on config file changes
+// (debounced), swapping in the new Runtime only when it is valid.
+func watchReload(ctx context.Context, path string, srv *proxy.Server, tel reloadCounter, logger *slog.Logger) {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	changed := make(chan struct{}, 1)
+	// A dedicated viper instance only watches; every load reads a fresh
+	// instance (viper is not safe to read while it watches).
+	w := viper.New()
+	w.SetConfigFile(path)
+	w.SetConfigType("yaml")
+	if err := w.ReadInConfig(); err == nil {
+		w.OnConfigChange(func(fsnotify.Event) {
+			select {
+			case changed <- struct{}{}:
+			default:
+			}
+		})
+		w.WatchConfig()
+	} else {
+		logger.Warn("config file watch disabled", "error", err.Error())
+	}
+	var debounce <-chan time.Time
+	reload := func(trigger string) {
+		rt, err := loadServable(path)
+		if err != nil {
+			tel.ConfigReload(false)
+			var ce *config.Error
+			if errors.As(err, &ce) {
+				for _, p := range ce.Problems {
+					logger.Error("config reload refused; keeping the running config", "trigger", trigger, "problem", p.String())
+				}
+			} else {
+				logger.Error("config reload refused; keeping the running config", "trigger", trigger, "error", err.Error())
+			}
+			return
+		}
+		old := srv.Runtime()
+		if rt.Server.Listen != old.Server.Listen || rt.Server.AdminListen != old.Server.AdminListen {
+			logger.Warn("listen addresses change only on restart", "listen", old.Server.Listen)
+		}
+		srv.Swap(rt)
+		tel.ConfigReload(true)
+		logger.Info("config reloaded", "trigger", trigger, "sha256", rt.SHA256, "routes", len(rt.Routes))
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-hup:
+			reload("sighup")
+		case <-changed:
+			debounce = time.After(300 * time.Millisecond)
+		case <-debounce:
+			debounce = nil
+			reload("file")
+		}
+	}
+}

@@ -1,0 +1,676 @@
+package config
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+
+	"github.com/contractd/contractd/contracts"
+	"github.com/contractd/contractd/policy"
+	"github.com/contractd/contractd/retry"
+)
+
+var nameRE = regexp.MustCompile(`^[A-Za-z0-9._-]+$`)
+
+// Load parses, validates and compiles a config file. On problems it returns
+// an *Error listing every one; warnings ride on the Runtime.
+func Load(path string) (*Runtime, error) {
+	p, err := Parse(path)
+	if err != nil {
+		return nil, err
+	}
+	return p.Compile()
+}
+
+// LoadBytes is Load for config text already in memory.
+func LoadBytes(path string, raw []byte) (*Runtime, error) {
+	p, err := ParseBytes(path, raw)
+	if err != nil {
+		return nil, err
+	}
+	return p.Compile()
+}
+
+// Compile validates cross-references and builds the Runtime.
+func (p *Parsed) Compile() (*Runtime, error) {
+	ps := &problems{file: p.Path, lines: p.lines}
+	f := p.File
+	sum := sha256.Sum256(p.Raw)
+	rt := &Runtime{
+		Path: p.Path, SHA256: hex.EncodeToString(sum[:]),
+		Upstreams: map[string]*Upstream{}, Labels: map[string][]string{},
+		Prompts: map[string]*contracts.Prompt{}, Contracts: map[string]*contracts.Contract{},
+		Routes: map[string]*Route{},
+	}
+	c := &compiler{p: p, ps: ps, rt: rt}
+	c.server()
+	c.audit()
+	c.upstreams()
+	c.labels()
+	c.prompts()
+	c.contracts()
+	c.routes()
+	_ = f
+	if len(ps.errs) > 0 {
+		return nil, &Error{ps.errs}
+	}
+	rt.Warnings = ps.warns
+	return rt, nil
+}
+
+type compiler struct {
+	p  *Parsed
+	ps *problems
+	rt *Runtime
+	// contract schemas as decoded docs, for policy path checks
+	schemaDocs map[string]any
+	usedPrompt map[string]bool
+}
+
+func (c *compiler) abs(path string) string {
+	if filepath.IsAbs(path) {
+		return path
+	}
+	return filepath.Join(c.p.Dir, path)
+}
+
+// checkNames validates and de-duplicates the names of one kind.
+func (c *compiler) checkName(seen map[string]bool, path, kind, name string) bool {
+	switch {
+	case name == "":
+		c.ps.add(join(path, "name"), "%s needs a name", kind)
+		return false
+	case !nameRE.MatchString(name):
+		c.ps.add(join(path, "name"), "invalid %s name %q (use letters, digits, '.', '_', '-')", kind, name)
+		return false
+	case seen[name]:
+		c.ps.add(join(path, "name"), "duplicate %s name %q", kind, name)
+		return false
+	}
+	seen[name] = true
+	return true
+}
+
+func (c *compiler) server() {
+	s := c.p.File.Server
+	out := ServerSettings{
+		Listen: s.Listen, MaxBodyBytes: s.MaxBodyBytes, RequestTimeout: s.RequestTimeout,
+		APIKeysEnv: s.APIKeysEnv, RateLimit: s.RateLimit, ShutdownTimeout: s.ShutdownTimeout,
+		LogLevel: s.LogLevel,
+	}
+	if out.Listen == "" {
+		out.Listen = DefaultListen
+	}
+	if s.AdminListen != nil {
+		out.AdminListen = *s.AdminListen
+	}
+	if out.MaxBodyBytes == 0 {
+		out.MaxBodyBytes = DefaultMaxBodyBytes
+	} else if out.MaxBodyBytes < 0 {
+		c.ps.add("server.max_body_bytes", "must be positive")
+	}
+	if out.RequestTimeout == 0 {
+		out.RequestTimeout = DefaultRequestTimeout
+	}
+	if out.ShutdownTimeout == 0 {
+		out.ShutdownTimeout = DefaultShutdownTimeout
+	}
+	if rl := s.RateLimit; rl != nil && (rl.RequestsPerSecond <= 0 || rl.Burst < 0) {
+		c.ps.add("server.rate_limit", "requests_per_second must be positive and burst not negative")
+	}
+	switch strings.ToLower(out.LogLevel) {
+	case "", "debug", "info", "warn", "error":
+	default:
+		c.ps.add("server.log_level", "unknown level %q (debug, info, warn, error)", out.LogLevel)
+	}
+	c.rt.Server = out
+}
+
+func (c *compiler) audit() {
+	a := c.p.File.Audit
+	out := AuditSettings{Sink: a.Sink, IncludeContent: a.IncludeContent}
+	switch a.Sink {
+	case "":
+		out.Sink = "stdout"
+	case "stdout", "none":
+	case "file":
+		if a.Path == "" {
+			c.ps.add("audit.path", "sink file needs a path")
+		}
+	default:
+		c.ps.add("audit.sink", "unknown sink %q (stdout, file, none)", a.Sink)
+	}
+	if a.Path != "" {
+		if a.Sink != "file" {
+			c.ps.add("audit.path", "path is only used with sink: file")
+		}
+		out.Path = c.abs(a.Path)
+	}
+	c.rt.Audit = out
+}
+
+func (c *compiler) upstreams() {
+	seen := map[string]bool{}
+	for i, u := range c.p.File.Upstreams {
+		path := index("upstreams", i)
+		if !c.checkName(seen, path, "upstream", u.Name) {
+			continue
+		}
+		out := &Upstream{Name: u.Name, APIKeyEnv: u.APIKeyEnv, Timeout: u.Timeout,
+			MaxRetries: DefaultMaxRetries, MaxTokensParam: u.MaxTokensParam, MaxConcurrency: u.MaxConcurrency}
+		pu, err := url.Parse(u.BaseURL)
+		switch {
+		case u.BaseURL == "":
+			c.ps.add(join(path, "base_url"), "base_url is required")
+		case err != nil || (pu.Scheme != "http" && pu.Scheme != "https") || pu.Host == "":
+			c.ps.add(join(path, "base_url"), "base_url must be an http(s) URL, got %q", u.BaseURL)
+		case pu.User != nil:
+			c.ps.add(join(path, "base_url"), "base_url must not carry credentials; use api_key_env")
+		}
+		out.BaseURL = strings.TrimRight(u.BaseURL, "/")
+		if out.Timeout == 0 {
+			out.Timeout = DefaultUpstreamTimeout
+		}
+		if u.MaxRetries != nil {
+			if *u.MaxRetries < 0 || *u.MaxRetries > 10 {
+				c.ps.add(join(path, "max_retries"), "must be between 0 and 10")
+			}
+			out.MaxRetries = *u.MaxRetries
+		}
+		switch u.MaxTokensParam {
+		case "":
+			out.MaxTokensParam = "max_tokens"
+		case "max_tokens", "max_completion_tokens":
+		default:
+			c.ps.add(join(path, "max_tokens_param"), "must be max_tokens or max_completion_tokens, got %q", u.MaxTokensParam)
+		}
+		if u.MaxConcurrency < 0 {
+			c.ps.add(join(path, "max_concurrency"), "must not be negative")
+		}
+		if u.APIKeyEnv != "" && !envNameRE.MatchString(u.APIKeyEnv) {
+			c.ps.add(join(path, "api_key_env"), "%q is not an environment variable name", u.APIKeyEnv)
+		}
+		c.rt.Upstreams[u.Name] = out
+	}
+}
+
+var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+func (c *compiler) labels() {
+	seen := map[string]bool{}
+	for i, l := range c.p.File.Labels {
+		path := index("labels", i)
+		if !c.checkName(seen, path, "label set", l.Name) {
+			continue
+		}
+		if len(l.Values) == 0 {
+			c.ps.add(join(path, "values"), "label set %q has no values", l.Name)
+		}
+		dup := map[string]bool{}
+		for j, v := range l.Values {
+			if dup[v] {
+				c.ps.add(index(join(path, "values"), j), "duplicate label %q", v)
+			}
+			dup[v] = true
+		}
+		c.rt.Labels[l.Name] = slices.Clone(l.Values)
+	}
+}
+
+func (c *compiler) labelSource() contracts.LabelSource {
+	return func(name string) ([]string, bool) {
+		v, ok := c.rt.Labels[name]
+		return v, ok
+	}
+}
+
+func (c *compiler) prompts() {
+	seen := map[string]bool{}
+	for i, d := range c.p.File.Prompts {
+		path := index("prompts", i)
+		if !c.checkName(seen, path, "prompt", d.Name) {
+			continue
+		}
+		if strings.TrimSpace(d.System) == "" {
+			c.ps.add(join(path, "system"), "prompt %q needs a system template", d.Name)
+			continue
+		}
+		p, err := contracts.ParsePrompt(d.Name, d.System, d.User, c.labelSource())
+		if err != nil {
+			c.ps.add(path, "template does not parse: %v", err)
+			continue
+		}
+		if d.InputSchema.Kind != 0 {
+			doc, err := nodeJSON(&d.InputSchema)
+			if err == nil {
+				p.InputSchema, err = contracts.CompileSchema(doc)
+			}
+			if err != nil {
+				c.ps.add(join(path, "input_schema"), "%v", err)
+			}
+		}
+		if d.ExampleInput.Kind != 0 {
+			doc, err := nodeJSON(&d.ExampleInput)
+			if err == nil {
+				err = json.Unmarshal(doc, &p.ExampleInput)
+			}
+			if err != nil {
+				c.ps.add(join(path, "example_input"), "%v", err)
+			} else if p.InputSchema != nil {
+				v, _ := contracts.DecodeJSON(doc)
+				if vs := p.InputSchema.Validate(v); len(vs) > 0 {
+					vs = contracts.SortViolations(vs)
+					c.ps.add(join(path, "example_input"), "does not match input_schema: %s %s: %s", vs[0].Path, vs[0].Rule, vs[0].Message)
+				}
+				p.ExampleInput = v
+			}
+		} else if p.InputSchema != nil {
+			c.ps.add(join(path, "example_input"), "a prompt with input_schema needs example_input (validate renders it)")
+		}
+		c.rt.Prompts[d.Name] = p
+	}
+}
+
+func (c *compiler) contracts() {
+	seen := map[string]bool{}
+	c.schemaDocs = map[string]any{}
+	for i, d := range c.p.File.Contracts {
+		path := index("contracts", i)
+		if !c.checkName(seen, path, "contract", d.Name) {
+			continue
+		}
+		var doc []byte
+		var err error
+		schemaPath := join(path, "schema")
+		switch {
+		case d.SchemaFile != "" && d.Schema.Kind != 0:
+			c.ps.add(path, "give schema_file or schema, not both")
+			continue
+		case d.SchemaFile != "":
+			schemaPath = join(path, "schema_file")
+			doc, err = os.ReadFile(c.abs(d.SchemaFile))
+			if err != nil {
+				c.ps.add(schemaPath, "cannot read %s: %s", d.SchemaFile, cleanOSError(err))
+				continue
+			}
+		case d.Schema.Kind != 0:
+			if doc, err = nodeJSON(&d.Schema); err != nil {
+				c.ps.add(schemaPath, "%v", err)
+				continue
+			}
+		default:
+			c.ps.add(path, "contract %q needs schema_file or schema", d.Name)
+			continue
+		}
+		s, err := contracts.CompileSchema(doc)
+		if err != nil {
+			c.ps.add(schemaPath, "%v", err)
+			continue
+		}
+		k := &contracts.Contract{Name: d.Name, Schema: s, Mode: contracts.Mode(d.Extraction),
+			Limits: contracts.Limits{MaxBytes: d.MaxOutputBytes, MaxDepth: contracts.DefaultMaxDepth}}
+		switch k.Mode {
+		case "":
+			k.Mode = contracts.ModeStrict
+		case contracts.ModeStrict, contracts.ModeLenient, contracts.ModeRepair:
+		default:
+			c.ps.add(join(path, "extraction"), "unknown extraction %q (strict, lenient, repair)", d.Extraction)
+		}
+		if k.Limits.MaxBytes == 0 {
+			k.Limits.MaxBytes = DefaultMaxOutputBytes
+		} else if k.Limits.MaxBytes < 0 {
+			c.ps.add(join(path, "max_output_bytes"), "must be positive")
+		}
+		sdoc := s.Doc()
+		if props, ok := sdoc["properties"].(map[string]any); ok {
+			_, k.HasTextProperty = props["text"]
+		}
+		if t, _ := sdoc["type"].(string); t != "" && t != "object" {
+			c.ps.add(schemaPath, "a contract schema must describe an object (type %q can never be accepted)", t)
+		}
+		for _, ptr := range openObjects(sdoc, "") {
+			c.ps.warn(schemaPath, "object schema at %q allows extra keys (set additionalProperties: false)", "#"+ptr)
+		}
+		k.Policies = c.policies(join(path, "policies"), d.Policies, sdoc)
+		k.SHA256 = contractSHA(s.JSON(), d)
+		c.rt.Contracts[d.Name] = k
+	}
+}
+
+func contractSHA(schema []byte, d ContractDef) string {
+	settings, _ := json.Marshal(struct {
+		Extraction     string
+		MaxOutputBytes int
+		Policies       Policies
+	}{d.Extraction, d.MaxOutputBytes, d.Policies})
+	h := sha256.New()
+	h.Write(schema)
+	h.Write([]byte{0})
+	h.Write(settings)
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+func (c *compiler) policies(path string, p Policies, schema map[string]any) []contracts.Policy {
+	var out []contracts.Policy
+	var sdoc any = schema
+	if schema == nil {
+		sdoc = true
+	}
+	checkPath := func(at, ptr string) bool {
+		pp, err := policy.ParsePath(ptr)
+		if err != nil {
+			c.ps.add(at, "%v", err)
+			return false
+		}
+		if !pp.CanMatchSchema(sdoc) {
+			c.ps.add(at, "path %q cannot match anything the schema allows", ptr)
+			return false
+		}
+		return true
+	}
+	add := func(at string, pol contracts.Policy, err error) {
+		if err != nil {
+			c.ps.add(at, "%v", err)
+			return
+		}
+		out = append(out, pol)
+	}
+	for i, l := range p.Labels {
+		at := index(join(path, "labels"), i)
+		vals, ok := c.rt.Labels[l.Set]
+		if !ok {
+			c.ps.add(join(at, "set"), "unknown label set %q", l.Set)
+			continue
+		}
+		if checkPath(join(at, "path"), l.Path) {
+			pol, err := policy.NewLabels(l.Path, l.Set, vals)
+			add(at, pol, err)
+		}
+	}
+	for i, e := range p.Evidence {
+		at := index(join(path, "evidence"), i)
+		if checkPath(join(at, "path"), e.Path) {
+			pol, err := policy.NewEvidence(e.Path, e.Source)
+			add(at, pol, err)
+		}
+	}
+	for i, q := range p.Questions {
+		at := index(join(path, "questions"), i)
+		if (q.Exactly == nil) == (q.Max == nil) {
+			c.ps.add(at, "give exactly one of exactly or max")
+			continue
+		}
+		if checkPath(join(at, "path"), q.Path) {
+			pol, err := policy.NewQuestions(q.Path, q.Exactly, q.Max)
+			add(at, pol, err)
+		}
+	}
+	names := map[string]bool{}
+	for i, f := range p.Forbidden {
+		at := index(join(path, "forbidden"), i)
+		if names[f.Name] {
+			c.ps.add(join(at, "name"), "duplicate forbidden name %q", f.Name)
+		}
+		names[f.Name] = true
+		if _, err := regexp.Compile(f.Pattern); err != nil {
+			c.ps.add(join(at, "pattern"), "bad regex: %v", err)
+			continue
+		}
+		if checkPath(join(at, "path"), f.Path) {
+			pol, err := policy.NewForbidden(f.Name, f.Path, f.Pattern)
+			add(at, pol, err)
+		}
+	}
+	if p.PromptLeak {
+		out = append(out, policy.NewPromptLeak())
+	}
+	return out
+}
+
+// openObjects lists schema locations of object schemas that accept
+// undeclared keys, for the extra-keys warning.
+func openObjects(s map[string]any, at string) []string {
+	if s == nil {
+		return nil
+	}
+	var out []string
+	_, hasProps := s["properties"]
+	t, _ := s["type"].(string)
+	if hasProps || t == "object" {
+		ap, hasAP := s["additionalProperties"]
+		up, hasUP := s["unevaluatedProperties"]
+		closed := (hasAP && ap == false) || (hasUP && up == false)
+		if !closed && !(hasAP && isSchemaObject(ap)) {
+			out = append(out, at)
+		}
+	}
+	keys := make([]string, 0, len(s))
+	for k := range s {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		switch v := s[k].(type) {
+		case map[string]any:
+			switch k {
+			case "properties", "$defs", "definitions", "patternProperties", "dependentSchemas":
+				sub := make([]string, 0, len(v))
+				for n := range v {
+					sub = append(sub, n)
+				}
+				slices.Sort(sub)
+				for _, n := range sub {
+					if m, ok := v[n].(map[string]any); ok {
+						out = append(out, openObjects(m, at+"/"+k+"/"+contracts.EscapePointerToken(n))...)
+					}
+				}
+			case "items", "additionalProperties", "not", "if", "then", "else", "contains", "unevaluatedProperties", "unevaluatedItems", "propertyNames":
+				out = append(out, openObjects(v, at+"/"+k)...)
+			}
+		case []any:
+			switch k {
+			case "allOf", "anyOf", "oneOf", "prefixItems":
+				for i, x := range v {
+					if m, ok := x.(map[string]any); ok {
+						out = append(out, openObjects(m, fmt.Sprintf("%s/%s/%d", at, k, i))...)
+					}
+				}
+			}
+		}
+	}
+	return out
+}
+
+func isSchemaObject(v any) bool { _, ok := v.(map[string]any); return ok }
+
+func (c *compiler) routes() {
+	seen := map[string]bool{}
+	used := map[string]bool{}
+	for i, d := range c.p.File.Routes {
+		path := index("routes", i)
+		if !c.checkName(seen, path, "route", d.Name) {
+			continue
+		}
+		r := &Route{Name: d.Name, Model: d.Model, Passthrough: d.Passthrough}
+		up, ok := c.rt.Upstreams[d.Upstream]
+		switch {
+		case d.Upstream == "":
+			c.ps.add(join(path, "upstream"), "route %q needs an upstream", d.Name)
+		case !ok:
+			c.ps.add(join(path, "upstream"), "unknown upstream %q", d.Upstream)
+		}
+		r.Upstream = up
+		if d.Model == "" {
+			c.ps.add(join(path, "model"), "route %q needs a model", d.Name)
+		}
+		if d.Passthrough {
+			for key, set := range map[string]bool{"prompt": d.Prompt != "", "contract": d.Contract != "",
+				"temperature": d.Temperature != nil, "retry": d.Retry != nil, "response_format": d.ResponseFormat != "",
+				"client_system": d.ClientSystem != "", "seed": d.Seed != nil, "max_output_tokens": d.MaxOutputTokens != 0,
+				"budget": d.Budget != (BudgetDef{})} {
+				if set {
+					c.ps.add(join(path, key), "passthrough routes forward requests untouched; %s does not apply", key)
+				}
+			}
+			c.rt.Routes[d.Name] = r
+			c.rt.RouteList = append(c.rt.RouteList, r)
+			continue
+		}
+		c.contractRoute(path, d, r, used)
+		c.rt.Routes[d.Name] = r
+		c.rt.RouteList = append(c.rt.RouteList, r)
+	}
+	for _, d := range c.p.File.Prompts {
+		if _, ok := c.rt.Prompts[d.Name]; ok && !used[d.Name] {
+			for i := range c.p.File.Prompts {
+				if c.p.File.Prompts[i].Name == d.Name {
+					c.ps.warn(index("prompts", i), "prompt %q is not used by any route", d.Name)
+				}
+			}
+		}
+	}
+}
+
+func (c *compiler) contractRoute(path string, d RouteDef, r *Route, used map[string]bool) {
+	prompt, pok := c.rt.Prompts[d.Prompt]
+	switch {
+	case d.Prompt == "":
+		c.ps.add(join(path, "prompt"), "contract route %q needs a prompt (or passthrough: true)", d.Name)
+	case !pok:
+		if !c.definedButBroken("prompts", d.Prompt) {
+			c.ps.add(join(path, "prompt"), "unknown prompt %q", d.Prompt)
+		}
+	}
+	used[d.Prompt] = true
+	contract, cok := c.rt.Contracts[d.Contract]
+	switch {
+	case d.Contract == "":
+		c.ps.add(join(path, "contract"), "contract route %q needs a contract (or passthrough: true)", d.Name)
+	case !cok:
+		if !c.definedButBroken("contracts", d.Contract) {
+			c.ps.add(join(path, "contract"), "unknown contract %q", d.Contract)
+		}
+	}
+	r.Contract = contract
+	if d.Temperature == nil {
+		c.ps.add(join(path, "temperature"), "temperature is required on contract routes")
+	} else {
+		r.Temperature = *d.Temperature
+		checkTemp(c.ps, join(path, "temperature"), r.Temperature)
+	}
+	r.MaxOutputTokens = d.MaxOutputTokens
+	if r.MaxOutputTokens == 0 {
+		r.MaxOutputTokens = DefaultMaxOutputTokens
+	} else if r.MaxOutputTokens < 0 {
+		c.ps.add(join(path, "max_output_tokens"), "must be positive")
+	}
+	r.Seed = d.Seed
+	r.ResponseFormat = d.ResponseFormat
+	switch d.ResponseFormat {
+	case "":
+		r.ResponseFormat = "none"
+	case "none", "json_object", "json_schema":
+	default:
+		c.ps.add(join(path, "response_format"), "unknown response_format %q (none, json_object, json_schema)", d.ResponseFormat)
+	}
+	r.ClientSystem = d.ClientSystem
+	switch d.ClientSystem {
+	case "":
+		r.ClientSystem = "reject"
+	case "reject", "drop":
+	default:
+		c.ps.add(join(path, "client_system"), "unknown client_system %q (reject, drop)", d.ClientSystem)
+	}
+	if d.Budget.MaxInputTokens < 0 || d.Budget.MaxTotalTokens < 0 {
+		c.ps.add(join(path, "budget"), "budgets must not be negative")
+	}
+	r.Budget = retry.Budget{MaxInputTokens: d.Budget.MaxInputTokens, MaxTotalTokens: d.Budget.MaxTotalTokens}
+	if d.Retry == nil {
+		r.Plan = retry.DefaultPlan(r.Temperature)
+	} else if len(d.Retry) == 0 {
+		c.ps.add(join(path, "retry"), "retry needs at least one attempt (omit it for the default)")
+	}
+	for i, a := range d.Retry {
+		at := index(join(path, "retry"), i)
+		if a.Temperature == nil {
+			c.ps.add(join(at, "temperature"), "each attempt needs a temperature")
+			continue
+		}
+		checkTemp(c.ps, join(at, "temperature"), *a.Temperature)
+		att := retry.Attempt{Temperature: *a.Temperature}
+		if a.Shorten != nil {
+			s := retry.Shorten{Ratio: a.Shorten.Ratio, Keep: retry.Keep(a.Shorten.Keep)}
+			if s.Keep == "" {
+				s.Keep = retry.KeepHead
+			}
+			if err := s.Validate(); err != nil {
+				c.ps.add(join(at, "shorten"), "%v", err)
+			}
+			att.Shorten = &s
+		}
+		r.Plan = append(r.Plan, att)
+	}
+	if !pok || !cok {
+		return
+	}
+	r.Prompt = prompt.Bind(contract.Schema.JSON())
+	c.renderExample(path, r)
+}
+
+// definedButBroken tells whether a name was defined but failed to compile
+// (its own problem is already reported; don't add "unknown").
+func (c *compiler) definedButBroken(kind, name string) bool {
+	switch kind {
+	case "prompts":
+		for _, p := range c.p.File.Prompts {
+			if p.Name == name {
+				return true
+			}
+		}
+	case "contracts":
+		for _, k := range c.p.File.Contracts {
+			if k.Name == name {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func checkTemp(ps *problems, path string, t float64) {
+	if t < 0 || t > 2 {
+		ps.add(path, "temperature must be between 0 and 2, got %g", t)
+	}
+}
+
+// renderExample renders the route's templates with the prompt's example
+// input, as validate promises (SPEC §9).
+func (c *compiler) renderExample(path string, r *Route) {
+	p := r.Prompt
+	data := contracts.TemplateData{Input: p.ExampleInput}
+	if p.InputSchema == nil {
+		text, _ := p.ExampleInput.(string)
+		data.Input = text
+		data.Messages = []contracts.Message{{Role: "user", Content: text}}
+	} else {
+		b, _ := json.Marshal(p.ExampleInput)
+		data.Messages = []contracts.Message{{Role: "user", Content: string(b)}}
+	}
+	if _, err := p.RenderSystem(data); err != nil {
+		c.ps.add(join(path, "prompt"), "system template of prompt %q does not render with example_input: %v", p.Name, cleanTemplateErr(err))
+	}
+	if _, _, err := p.RenderUser(data); err != nil {
+		c.ps.add(join(path, "prompt"), "user template of prompt %q does not render with example_input: %v", p.Name, cleanTemplateErr(err))
+	}
+}
+
+func cleanTemplateErr(err error) string {
+	return strings.TrimPrefix(err.Error(), "template: ")
+}

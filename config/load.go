@@ -1,0 +1,359 @@
+package config
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/viper"
+	"gopkg.in/yaml.v3"
+)
+
+// EnvConfig names the config file when -c is not given.
+const EnvConfig = "CONTRACTD_CONFIG"
+
+// DefaultFile is the config file used when neither -c nor CONTRACTD_CONFIG is set.
+const DefaultFile = "contractd.yaml"
+
+// Resolve picks the config path: the flag, else CONTRACTD_CONFIG, else the default.
+func Resolve(flag string) string {
+	v := viper.New()
+	_ = v.BindEnv("config", EnvConfig)
+	v.SetDefault("config", DefaultFile)
+	if flag != "" {
+		v.Set("config", flag)
+	}
+	return v.GetString("config")
+}
+
+// Parsed is a decoded config file before compilation.
+type Parsed struct {
+	File  *File
+	Path  string // as given
+	Dir   string // relative paths resolve against this
+	Raw   []byte
+	lines map[string]int // key path -> line
+}
+
+// Parse reads and strictly decodes a config file. A fresh viper instance
+// reads it each time (viper is not safe to share across reloads).
+func Parse(path string) (*Parsed, error) {
+	v := viper.New()
+	v.SetConfigFile(path)
+	v.SetConfigType("yaml")
+	if err := v.ReadInConfig(); err != nil {
+		if os.IsNotExist(err) || isNotFound(err) {
+			return nil, &Error{[]Problem{{File: path, Message: "cannot read config: file not found"}}}
+		}
+		// viper wraps the YAML parser's message; the strict decode below
+		// reports it with a line number, so fall through to it.
+	}
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, &Error{[]Problem{{File: path, Message: "cannot read config: " + cleanOSError(err)}}}
+	}
+	return ParseBytes(path, raw)
+}
+
+func isNotFound(err error) bool {
+	_, ok := err.(viper.ConfigFileNotFoundError)
+	return ok || strings.Contains(err.Error(), "no such file")
+}
+
+func cleanOSError(err error) string {
+	if pe, ok := err.(*os.PathError); ok {
+		return pe.Err.Error()
+	}
+	return err.Error()
+}
+
+// ParseBytes decodes config text; path names it in problems and anchors
+// relative paths.
+func ParseBytes(path string, raw []byte) (*Parsed, error) {
+	ps := &problems{file: path, lines: map[string]int{}}
+	var doc yaml.Node
+	dec := yaml.NewDecoder(bytes.NewReader(raw))
+	if err := dec.Decode(&doc); err != nil {
+		if err.Error() == "EOF" {
+			return nil, &Error{[]Problem{{File: path, Message: "config is empty"}}}
+		}
+		return nil, &Error{[]Problem{{File: path, Message: "invalid YAML: " + strings.TrimPrefix(err.Error(), "yaml: ")}}}
+	}
+	root := &doc
+	if root.Kind == yaml.DocumentNode && len(root.Content) == 1 {
+		root = root.Content[0]
+	}
+	if root.Kind != yaml.MappingNode {
+		return nil, &Error{[]Problem{{File: path, Line: root.Line, Message: "config must be a YAML mapping"}}}
+	}
+	f := &File{}
+	decodeNode(root, reflect.ValueOf(f).Elem(), "", ps)
+	if len(ps.errs) > 0 {
+		return nil, &Error{ps.errs}
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		abs = path
+	}
+	return &Parsed{File: f, Path: path, Dir: filepath.Dir(abs), Raw: raw, lines: ps.lines}, nil
+}
+
+var (
+	durationType = reflect.TypeOf(time.Duration(0))
+	nodeType     = reflect.TypeOf(yaml.Node{})
+)
+
+// expandSections are the top-level keys whose strings get ${VAR} expansion.
+var expandSections = map[string]bool{"server": true, "audit": true, "upstreams": true}
+
+var envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
+
+// decodeNode decodes n into v strictly: unknown keys, wrong types and bad
+// scalars become problems at their key path; yaml.Node fields keep the raw
+// node (inline schemas and example inputs, case preserved).
+func decodeNode(n *yaml.Node, v reflect.Value, path string, ps *problems) {
+	if path != "" {
+		if _, seen := ps.lines[path]; !seen {
+			ps.lines[path] = n.Line
+		}
+	}
+	if n.Kind == yaml.AliasNode {
+		n = n.Alias
+	}
+	if v.Type() == nodeType {
+		v.Set(reflect.ValueOf(*n))
+		return
+	}
+	if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
+		return // absent and null are the same
+	}
+	switch v.Kind() {
+	case reflect.Pointer:
+		p := reflect.New(v.Type().Elem())
+		decodeNode(n, p.Elem(), path, ps)
+		v.Set(p)
+	case reflect.Struct:
+		if n.Kind != yaml.MappingNode {
+			ps.lines[path] = n.Line
+			ps.add(path, "must be a mapping")
+			return
+		}
+		fields := map[string]int{}
+		t := v.Type()
+		for i := 0; i < t.NumField(); i++ {
+			if tag := strings.Split(t.Field(i).Tag.Get("yaml"), ",")[0]; tag != "" {
+				fields[tag] = i
+			}
+		}
+		seen := map[string]bool{}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, val := n.Content[i], n.Content[i+1]
+			kp := join(path, k.Value)
+			ps.lines[kp] = k.Line
+			fi, ok := fields[k.Value]
+			if !ok {
+				ps.add(kp, "unknown key %q", k.Value)
+				continue
+			}
+			if seen[k.Value] {
+				ps.add(kp, "key %q given twice", k.Value)
+				continue
+			}
+			seen[k.Value] = true
+			if path == "" && expandSections[k.Value] {
+				expandEnv(val, kp, ps)
+			}
+			decodeNode(val, v.Field(fi), kp, ps)
+		}
+	case reflect.Slice:
+		if n.Kind != yaml.SequenceNode {
+			ps.add(path, "must be a list")
+			return
+		}
+		s := reflect.MakeSlice(v.Type(), len(n.Content), len(n.Content))
+		for i, c := range n.Content {
+			decodeNode(c, s.Index(i), index(path, i), ps)
+		}
+		v.Set(s)
+	default:
+		decodeScalar(n, v, path, ps)
+	}
+}
+
+func decodeScalar(n *yaml.Node, v reflect.Value, path string, ps *problems) {
+	if n.Kind != yaml.ScalarNode {
+		ps.add(path, "must be a single value, not a %s", kindName(n.Kind))
+		return
+	}
+	s := n.Value
+	switch {
+	case v.Type() == durationType:
+		d, err := time.ParseDuration(s)
+		if err != nil || d < 0 {
+			ps.add(path, "invalid duration %q (use e.g. 30s, 2m)", s)
+			return
+		}
+		v.SetInt(int64(d))
+	case v.Kind() == reflect.String:
+		v.SetString(s) // any scalar, as written: `model: 4` names model "4"
+	case v.Kind() == reflect.Bool:
+		if n.Tag != "!!bool" {
+			ps.add(path, "must be true or false, not %q", s)
+			return
+		}
+		v.SetBool(s == "true" || s == "True" || s == "TRUE")
+	case v.Kind() == reflect.Int, v.Kind() == reflect.Int64:
+		i, err := strconv.ParseInt(strings.ReplaceAll(s, "_", ""), 0, 64)
+		if err != nil || n.Tag == "!!str" {
+			ps.add(path, "must be an integer, not %q", s)
+			return
+		}
+		v.SetInt(i)
+	case v.Kind() == reflect.Float64:
+		f, err := strconv.ParseFloat(s, 64)
+		if err != nil || n.Tag == "!!str" || math.IsNaN(f) || math.IsInf(f, 0) {
+			ps.add(path, "must be a number, not %q", s)
+			return
+		}
+		v.SetFloat(f)
+	default:
+		ps.add(path, "unsupported value")
+	}
+}
+
+func kindName(k yaml.Kind) string {
+	switch k {
+	case yaml.MappingNode:
+		return "mapping"
+	case yaml.SequenceNode:
+		return "list"
+	}
+	return "value"
+}
+
+// expandEnv replaces ${VAR} in every string scalar under n. An unset
+// variable is a problem (SPEC §2), reported at the key that uses it.
+func expandEnv(n *yaml.Node, path string, ps *problems) {
+	switch n.Kind {
+	case yaml.ScalarNode:
+		if n.Tag != "!!str" || !strings.Contains(n.Value, "${") {
+			return
+		}
+		n.Value = envRef.ReplaceAllStringFunc(n.Value, func(m string) string {
+			name := m[2 : len(m)-1]
+			val, ok := os.LookupEnv(name)
+			if !ok {
+				ps.lines[path] = n.Line
+				ps.add(path, "environment variable %s is not set", name)
+			}
+			return val
+		})
+	case yaml.MappingNode:
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			expandEnv(n.Content[i+1], join(path, n.Content[i].Value), ps)
+		}
+	case yaml.SequenceNode:
+		for i, c := range n.Content {
+			expandEnv(c, index(path, i), ps)
+		}
+	}
+}
+
+// nodeJSON converts a YAML node to JSON, keeping mapping key order (so
+// {{ schema }} prints keys as written) and rejecting what JSON cannot hold.
+func nodeJSON(n *yaml.Node) ([]byte, error) {
+	var b bytes.Buffer
+	if err := writeNodeJSON(&b, n, 0); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}
+
+func writeNodeJSON(b *bytes.Buffer, n *yaml.Node, depth int) error {
+	if depth > 200 {
+		return fmt.Errorf("nested too deeply")
+	}
+	switch n.Kind {
+	case yaml.DocumentNode:
+		if len(n.Content) != 1 {
+			return fmt.Errorf("empty document")
+		}
+		return writeNodeJSON(b, n.Content[0], depth)
+	case yaml.AliasNode:
+		return writeNodeJSON(b, n.Alias, depth+1)
+	case yaml.MappingNode:
+		b.WriteByte('{')
+		seen := map[string]bool{}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k := n.Content[i]
+			if k.Kind != yaml.ScalarNode {
+				return fmt.Errorf("line %d: keys must be strings", k.Line)
+			}
+			if seen[k.Value] {
+				return fmt.Errorf("line %d: key %q given twice", k.Line, k.Value)
+			}
+			seen[k.Value] = true
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			writeJSONString(b, k.Value)
+			b.WriteByte(':')
+			if err := writeNodeJSON(b, n.Content[i+1], depth+1); err != nil {
+				return err
+			}
+		}
+		b.WriteByte('}')
+	case yaml.SequenceNode:
+		b.WriteByte('[')
+		for i, c := range n.Content {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			if err := writeNodeJSON(b, c, depth+1); err != nil {
+				return err
+			}
+		}
+		b.WriteByte(']')
+	case yaml.ScalarNode:
+		switch n.Tag {
+		case "!!null":
+			b.WriteString("null")
+		case "!!bool":
+			var v bool
+			if err := n.Decode(&v); err != nil {
+				return err
+			}
+			b.WriteString(strconv.FormatBool(v))
+		case "!!int", "!!float":
+			var f float64
+			if err := n.Decode(&f); err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
+				return fmt.Errorf("line %d: %q is not a JSON number", n.Line, n.Value)
+			}
+			if json.Valid([]byte(n.Value)) {
+				b.WriteString(n.Value)
+			} else {
+				b.WriteString(strconv.FormatFloat(f, 'g', -1, 64))
+			}
+		default:
+			writeJSONString(b, n.Value)
+		}
+	default:
+		return fmt.Errorf("line %d: unsupported YAML", n.Line)
+	}
+	return nil
+}
+
+func writeJSONString(b *bytes.Buffer, s string) {
+	enc := json.NewEncoder(b)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(s)
+	b.Truncate(b.Len() - 1) // Encode's newline
+}

@@ -1,0 +1,87 @@
+package config
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Problem is one thing wrong (or, as a warning, doubtful) in a config.
+// Location reads "file:line: key.path" so editors and CI logs can jump to it.
+type Problem struct {
+	File    string
+	Line    int
+	Path    string // key path, e.g. routes[0].retry[1].temperature
+	Message string
+}
+
+// Location is the "location" part of SPEC §7's "location: message".
+func (p Problem) Location() string {
+	var b strings.Builder
+	b.WriteString(p.File)
+	if p.Line > 0 {
+		fmt.Fprintf(&b, ":%d", p.Line)
+	}
+	if p.Path != "" {
+		if b.Len() > 0 {
+			b.WriteString(": ")
+		}
+		b.WriteString(p.Path)
+	}
+	return b.String()
+}
+
+func (p Problem) String() string { return p.Location() + ": " + p.Message }
+
+// Error is returned when a config has problems; it lists every one.
+type Error struct{ Problems []Problem }
+
+func (e *Error) Error() string {
+	lines := make([]string, len(e.Problems))
+	for i, p := range e.Problems {
+		lines[i] = p.String()
+	}
+	return strings.Join(lines, "\n")
+}
+
+// problems collects problems against one file, with line numbers looked up
+// from the key paths recorded while decoding.
+type problems struct {
+	file  string
+	lines map[string]int
+	errs  []Problem
+	warns []Problem
+}
+
+func (ps *problems) line(path string) int {
+	for p := path; p != ""; p = parentPath(p) {
+		if l, ok := ps.lines[p]; ok {
+			return l
+		}
+	}
+	return 0
+}
+
+func (ps *problems) add(path, format string, args ...any) {
+	ps.errs = append(ps.errs, Problem{File: ps.file, Line: ps.line(path), Path: path, Message: fmt.Sprintf(format, args...)})
+}
+
+func (ps *problems) warn(path, format string, args ...any) {
+	ps.warns = append(ps.warns, Problem{File: ps.file, Line: ps.line(path), Path: path, Message: fmt.Sprintf(format, args...)})
+}
+
+func parentPath(p string) string {
+	i := strings.LastIndexAny(p, ".[")
+	if i <= 0 {
+		return ""
+	}
+	return p[:i]
+}
+
+func join(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
+
+func index(path string, i int) string { return fmt.Sprintf("%s[%d]", path, i) }

@@ -1,0 +1,86 @@
+package config
+
+import (
+	"time"
+
+	"github.com/contractd/contractd/contracts"
+	"github.com/contractd/contractd/retry"
+)
+
+// Runtime is a compiled config. It is immutable: reloads build a new one
+// and swap it, and requests keep the one they started with.
+type Runtime struct {
+	Path      string // config file as given
+	SHA256    string // of the config file's bytes
+	Server    ServerSettings
+	Audit     AuditSettings
+	Upstreams map[string]*Upstream
+	Labels    map[string][]string
+	Prompts   map[string]*contracts.Prompt
+	Contracts map[string]*contracts.Contract
+	Routes    map[string]*Route
+	RouteList []*Route  // in file order, for /v1/models
+	Warnings  []Problem // doubtful but accepted
+}
+
+// ServerSettings are server settings with defaults applied.
+type ServerSettings struct {
+	Listen          string
+	AdminListen     string // "" serves admin endpoints on Listen
+	MaxBodyBytes    int64
+	RequestTimeout  time.Duration
+	APIKeysEnv      string
+	RateLimit       *RateLimit
+	ShutdownTimeout time.Duration
+	LogLevel        string
+}
+
+// AuditSettings are audit settings with defaults applied; Path is absolute.
+type AuditSettings struct {
+	Sink           string // stdout | file | none
+	Path           string
+	IncludeContent bool
+}
+
+// Upstream is an OpenAI-compatible endpoint. The key itself is read from
+// APIKeyEnv when serving, never stored in the config.
+type Upstream struct {
+	Name           string
+	BaseURL        string // without trailing slash
+	APIKeyEnv      string
+	Timeout        time.Duration
+	MaxRetries     int
+	MaxTokensParam string // max_tokens | max_completion_tokens
+	MaxConcurrency int
+}
+
+// Route is what a client names as "model".
+type Route struct {
+	Name        string
+	Upstream    *Upstream
+	Model       string
+	Passthrough bool
+
+	// Contract routes only.
+	Prompt          *contracts.BoundPrompt
+	Contract        *contracts.Contract
+	Temperature     float64
+	MaxOutputTokens int
+	Seed            *int64
+	ResponseFormat  string // none | json_object | json_schema
+	ClientSystem    string // reject | drop
+	Budget          retry.Budget
+	Plan            []retry.Attempt
+}
+
+// Defaults (documented in docs/config.md).
+const (
+	DefaultListen          = "127.0.0.1:8080"
+	DefaultMaxBodyBytes    = 1 << 20
+	DefaultRequestTimeout  = 120 * time.Second
+	DefaultShutdownTimeout = 30 * time.Second
+	DefaultUpstreamTimeout = 60 * time.Second
+	DefaultMaxRetries      = 2
+	DefaultMaxOutputBytes  = 65536
+	DefaultMaxOutputTokens = 1024
+)

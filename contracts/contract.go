@@ -1,0 +1,57 @@
+package contracts
+
+import (
+	"slices"
+	"strings"
+)
+
+// Contract is a compiled output contract: extraction mode, schema, policies.
+type Contract struct {
+	Name            string
+	SHA256          string // identifies the contract's definition (schema and settings)
+	Schema          *Schema
+	Mode            Mode
+	Limits          Limits
+	Policies        []Policy
+	HasTextProperty bool // the schema declares a top-level "text" property (lenient wrapper rule)
+}
+
+// Result is the verdict on one output.
+type Result struct {
+	Valid      bool
+	JSON       []byte         // the accepted object's bytes (set when extraction succeeded)
+	Value      map[string]any // decoded object (set when extraction succeeded)
+	Violations []Violation    // sorted; empty when Valid
+	Evidence   []Evidence     // for accepted snippets; always non-nil
+}
+
+// Check judges one output: extraction, then schema, then policies. All
+// violations found are reported (policies run even when the schema fails,
+// so one review shows every reason), sorted and deduplicated.
+func (c *Contract) Check(content string, s *Subject) Result {
+	res := Result{Evidence: []Evidence{}}
+	ex, vs := Extract(content, c.Mode, c.Limits, c.HasTextProperty)
+	if len(vs) > 0 {
+		res.Violations = SortViolations(vs)
+		return res
+	}
+	res.JSON, res.Value = ex.JSON, ex.Value
+	vs = c.Schema.Validate(ex.Value)
+	if s == nil {
+		s = &Subject{}
+	}
+	for _, p := range c.Policies {
+		pv, pe := p.Check(ex.Value, s)
+		vs = append(vs, pv...)
+		res.Evidence = append(res.Evidence, pe...)
+	}
+	slices.SortStableFunc(res.Evidence, func(a, b Evidence) int {
+		if c := ComparePointers(a.Path, b.Path); c != 0 {
+			return c
+		}
+		return strings.Compare(a.SHA256, b.SHA256)
+	})
+	res.Violations = SortViolations(vs)
+	res.Valid = len(res.Violations) == 0
+	return res
+}

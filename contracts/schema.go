@@ -1,0 +1,259 @@
+package contracts
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+
+	"github.com/go-json-experiment/json/jsontext"
+	"github.com/kaptinlin/jsonschema"
+)
+
+// Schema is a compiled contract schema. It never touches the network: the
+// compiler's http/https loaders are removed and every $ref must resolve
+// inside the document at compile time.
+type Schema struct {
+	s       *jsonschema.Schema
+	raw     map[string]any // the schema document, for locating keywords by schemaLocation
+	compact []byte         // compact JSON, keys in file order, no HTML escaping
+}
+
+// ErrRemoteRef is wrapped by CompileSchema when a $ref would need a fetch.
+var ErrRemoteRef = errors.New("schema references a remote or unresolved $ref")
+
+// CompileSchema compiles a JSON Schema (draft 2020-12 unless its $schema
+// names an older draft) with format assertion on.
+func CompileSchema(doc []byte) (*Schema, error) {
+	compact, err := compactJSON(doc)
+	if err != nil {
+		return nil, fmt.Errorf("schema is not valid JSON: %w", err)
+	}
+	var raw any
+	if err := json.Unmarshal(compact, &raw); err != nil {
+		return nil, fmt.Errorf("schema is not valid JSON: %w", err)
+	}
+	switch raw.(type) {
+	case map[string]any, bool:
+	default:
+		return nil, errors.New("schema must be a JSON object or boolean")
+	}
+	c := jsonschema.NewCompiler()
+	c.SetAssertFormat(true)
+	// The library fetches remote $refs through these loaders; a contract must
+	// be self-contained, so there is nothing to load from.
+	for scheme := range c.Loaders {
+		delete(c.Loaders, scheme)
+	}
+	c.Loaders["http"] = refuseLoader
+	c.Loaders["https"] = refuseLoader
+	s, err := compileNoPanic(c, compact)
+	if err != nil {
+		return nil, fmt.Errorf("schema does not compile: %w", err)
+	}
+	if refs := s.UnresolvedReferenceURIs(); len(refs) > 0 {
+		slices.Sort(refs)
+		return nil, fmt.Errorf("%w: %s", ErrRemoteRef, strings.Join(slices.Compact(refs), ", "))
+	}
+	m, _ := raw.(map[string]any)
+	return &Schema{s: s, raw: m, compact: compact}, nil
+}
+
+func refuseLoader(url string) (io.ReadCloser, error) {
+	return nil, fmt.Errorf("%w: %s (schemas are never fetched)", ErrRemoteRef, url)
+}
+
+func compileNoPanic(c *jsonschema.Compiler, doc []byte) (s *jsonschema.Schema, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			s, err = nil, fmt.Errorf("compiler panic: %v", r)
+		}
+	}()
+	return c.Compile(doc)
+}
+
+// compactJSON removes insignificant whitespace and keeps key order and
+// escapes as written, so {{ schema }} prints what the user wrote.
+func compactJSON(doc []byte) ([]byte, error) {
+	v := jsontext.Value(bytes.Clone(doc))
+	if err := v.Compact(); err != nil {
+		return nil, err
+	}
+	return []byte(v), nil
+}
+
+// JSON is the schema as compact JSON in file key order.
+func (s *Schema) JSON() []byte { return s.compact }
+
+// Doc is the decoded schema document (map for object schemas, nil for
+// boolean schemas). Callers must not modify it.
+func (s *Schema) Doc() map[string]any { return s.raw }
+
+// Validate judges a decoded instance and returns only the violations that
+// make it invalid (SPEC §9), unsorted.
+func (s *Schema) Validate(v any) []Violation {
+	var r *jsonschema.EvaluationResult
+	if m, ok := v.(map[string]any); ok {
+		r = s.s.ValidateMap(m)
+	} else {
+		r = s.s.Validate(v)
+	}
+	if r.IsValid() {
+		return nil
+	}
+	var out []Violation
+	s.collect(r, "", v, &out)
+	if len(out) == 0 {
+		// The tree said invalid but named nothing we could place: never
+		// accept, report the whole instance.
+		out = append(out, Violation{Kind: KindSchema, Path: "", Rule: "schema", Message: "instance does not match the schema"})
+	}
+	return out
+}
+
+// applicators are keywords whose error only summarises failures of their
+// subschemas; the subschema results carry the real reasons.
+var applicators = map[string]bool{
+	"properties": true, "patternProperties": true, "additionalProperties": true,
+	"items": true, "prefixItems": true, "allOf": true, "$ref": true, "$dynamicRef": true,
+	"then": true, "else": true, "dependentSchemas": true, "unevaluatedProperties": true,
+	"unevaluatedItems": true, "propertyNames": true, "contentSchema": true,
+}
+
+// opaque are detail subtrees whose own failures are not reasons: a failing
+// `if` selects `else`; anyOf/oneOf/not/contains report themselves.
+var opaque = map[string]bool{"if": true, "anyOf": true, "oneOf": true, "not": true, "contains": true}
+
+func (s *Schema) collect(r *jsonschema.EvaluationResult, parentKW string, root any, out *[]Violation) {
+	if r.Valid {
+		return
+	}
+	loc := r.InstanceLocation
+	before := len(*out)
+	summarised := false
+	for kw, e := range r.Errors {
+		switch {
+		case applicators[kw]:
+			summarised = true
+		case kw == "schema" && e.Code == "false_schema_mismatch":
+			rule := parentKW
+			if rule == "" {
+				rule = "false"
+			}
+			msg := "value is not allowed here"
+			if rule == "additionalProperties" {
+				msg = fmt.Sprintf("additional property %q is not allowed", lastToken(loc))
+			}
+			*out = append(*out, Violation{Kind: KindSchema, Path: loc, Rule: rule, Message: msg})
+		case kw == "required":
+			for _, name := range missingRequired(e, lookup(root, loc)) {
+				*out = append(*out, Violation{Kind: KindSchema, Path: loc, Rule: "required",
+					Message: fmt.Sprintf("required property %q is missing", name)})
+			}
+		default:
+			*out = append(*out, Violation{Kind: KindSchema, Path: loc, Rule: kw, Message: e.Error()})
+		}
+	}
+	for _, d := range r.Details {
+		seg := firstSegment(d.EvaluationPath)
+		if opaque[seg] {
+			continue
+		}
+		s.collect(d, seg, root, out)
+	}
+	if summarised && len(*out) == before {
+		// An applicator failed but no child said why (library shape we did
+		// not anticipate): report the applicator rather than nothing.
+		kws := make([]string, 0, len(r.Errors))
+		for kw := range r.Errors {
+			if applicators[kw] {
+				kws = append(kws, kw)
+			}
+		}
+		slices.Sort(kws)
+		for _, kw := range kws {
+			*out = append(*out, Violation{Kind: KindSchema, Path: loc, Rule: kw, Message: r.Errors[kw].Error()})
+		}
+	}
+}
+
+func firstSegment(p string) string {
+	p = strings.TrimPrefix(p, "/")
+	if i := strings.IndexByte(p, '/'); i >= 0 {
+		return p[:i]
+	}
+	return p
+}
+
+func lastToken(ptr string) string {
+	i := strings.LastIndexByte(ptr, '/')
+	return UnescapePointerToken(ptr[i+1:])
+}
+
+// missingRequired names the members a required error is about. The library
+// folds several into one quoted list; the instance settles which are absent.
+func missingRequired(e *jsonschema.EvaluationError, obj any) []string {
+	var names []string
+	if p, ok := e.Params["property"]; ok {
+		names = append(names, unquote(fmt.Sprint(p)))
+	} else if p, ok := e.Params["properties"]; ok {
+		s := fmt.Sprint(p)
+		for _, n := range strings.Split(strings.TrimSuffix(strings.TrimPrefix(s, "'"), "'"), "', '") {
+			names = append(names, n)
+		}
+	}
+	m, _ := obj.(map[string]any)
+	out := names[:0]
+	for _, n := range names {
+		if _, present := m[n]; !present {
+			out = append(out, n)
+		}
+	}
+	if len(out) == 0 && len(names) > 0 {
+		return names
+	}
+	slices.Sort(out)
+	return out
+}
+
+func unquote(s string) string {
+	if len(s) >= 2 && s[0] == '\'' && s[len(s)-1] == '\'' {
+		return s[1 : len(s)-1]
+	}
+	return s
+}
+
+// lookup resolves a JSON Pointer in a decoded document.
+func lookup(v any, ptr string) any {
+	if ptr == "" {
+		return v
+	}
+	for _, tok := range strings.Split(ptr[1:], "/") {
+		tok = UnescapePointerToken(tok)
+		switch t := v.(type) {
+		case map[string]any:
+			v = t[tok]
+		case []any:
+			i := 0
+			for _, c := range tok {
+				if c < '0' || c > '9' {
+					return nil
+				}
+				i = i*10 + int(c-'0')
+				if i > len(t) {
+					return nil
+				}
+			}
+			if i >= len(t) {
+				return nil
+			}
+			v = t[i]
+		default:
+			return nil
+		}
+	}
+	return v
+}

@@ -1,0 +1,51 @@
+package policy
+
+import (
+	"encoding/json"
+	"strconv"
+	"unicode/utf8"
+)
+
+// describe names a decoded JSON value's type for messages.
+func describe(v any) string {
+	switch v.(type) {
+	case nil:
+		return "null"
+	case bool:
+		return "a boolean"
+	case json.Number, float64, float32, int, int64:
+		return "a number"
+	case string:
+		return "a string"
+	case map[string]any:
+		return "an object"
+	case []any:
+		return "an array"
+	}
+	return "an unsupported value"
+}
+
+// maxQuoted bounds how much of a value a message repeats, so one long value
+// cannot bloat a review.
+const maxQuoted = 64
+
+func quote(s string) string {
+	if utf8.RuneCountInString(s) <= maxQuoted {
+		return strconv.Quote(s)
+	}
+	n := 0
+	for i := range s {
+		if n == maxQuoted {
+			return strconv.Quote(s[:i]) + "…"
+		}
+		n++
+	}
+	return strconv.Quote(s)
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return strconv.Itoa(n) + " " + many
+}

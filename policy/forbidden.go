@@ -1,0 +1,57 @@
+package policy
+
+import (
+	"fmt"
+	"regexp"
+
+	"github.com/contractd/contractd/contracts"
+)
+
+var nameRE = regexp.MustCompile(`^[A-Za-z0-9._-]+$`)
+
+// ForbiddenPolicy rejects every string at its path that the pattern (Go RE2
+// syntax, unanchored) matches, with rule "forbidden:<name>". Non-string
+// values are not text and pass. The message names the pattern, never the
+// matched text: what matched is exactly what must not leak into a review.
+type ForbiddenPolicy struct {
+	name string
+	rule string
+	path Path
+	re   *regexp.Regexp
+}
+
+// NewForbidden compiles pattern once; name becomes part of the rule id.
+func NewForbidden(name, path, pattern string) (contracts.Policy, error) {
+	if !nameRE.MatchString(name) {
+		return nil, fmt.Errorf("name %q: must match [A-Za-z0-9._-]+", name)
+	}
+	p, err := ParsePath(path)
+	if err != nil {
+		return nil, err
+	}
+	if pattern == "" {
+		// It would match every string.
+		return nil, fmt.Errorf("pattern for %s: must not be empty", name)
+	}
+	re, err := regexp.Compile(pattern)
+	if err != nil {
+		return nil, fmt.Errorf("pattern %q: %v", pattern, err)
+	}
+	return &ForbiddenPolicy{name: name, rule: RuleForbiddenPrefix + name, path: p, re: re}, nil
+}
+
+// Check implements contracts.Policy.
+func (f *ForbiddenPolicy) Check(out any, _ *contracts.Subject) ([]contracts.Violation, []contracts.Evidence) {
+	var vs []contracts.Violation
+	f.path.Walk(out, func(ptr string, v any) {
+		if s, ok := v.(string); ok && f.re.MatchString(s) {
+			vs = append(vs, contracts.Violation{
+				Kind:    contracts.KindPolicy,
+				Path:    ptr,
+				Rule:    f.rule,
+				Message: "matches forbidden pattern " + f.name,
+			})
+		}
+	})
+	return contracts.SortViolations(vs), nil
+}

@@ -1,0 +1,143 @@
+package policy
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/contractd/contractd/contracts"
+)
+
+// Path is a compiled policy path: an RFC 6901 JSON Pointer in which a token
+// that is exactly "*" matches any array index or object key. There is no way
+// to address a key literally named "*"; "~0" and "~1" escape "~" and "/" as
+// usual. The zero Path is "" and addresses the whole document.
+type Path struct {
+	raw    string
+	tokens []string // unescaped, for lookups
+	esc    []string // escaped as written, for building pointers
+	wild   []bool
+}
+
+// ParsePath compiles s. It rejects pointers that do not start with "/"
+// (unless empty) and "~" escapes other than "~0" and "~1", because a typo in
+// a policy path would otherwise silently match nothing.
+func ParsePath(s string) (Path, error) {
+	if s == "" {
+		return Path{}, nil
+	}
+	if s[0] != '/' {
+		return Path{}, fmt.Errorf("path %q: must start with \"/\"", s)
+	}
+	parts := strings.Split(s[1:], "/")
+	p := Path{
+		raw:    s,
+		tokens: make([]string, len(parts)),
+		esc:    parts,
+		wild:   make([]bool, len(parts)),
+	}
+	for i, part := range parts {
+		for j := 0; j < len(part); j++ {
+			if part[j] != '~' {
+				continue
+			}
+			if j+1 >= len(part) || (part[j+1] != '0' && part[j+1] != '1') {
+				return Path{}, fmt.Errorf("path %q: bad escape in %q (write ~0 for \"~\" and ~1 for \"/\")", s, part)
+			}
+			j++
+		}
+		p.wild[i] = part == "*"
+		p.tokens[i] = contracts.UnescapePointerToken(part)
+	}
+	return p, nil
+}
+
+// String returns the path as written.
+func (p Path) String() string { return p.raw }
+
+// HasWildcard reports whether any token is "*", i.e. whether the path may
+// match more than one value.
+func (p Path) HasWildcard() bool { return slices.Contains(p.wild, true) }
+
+// Walk calls fn for every value v matches, with its concrete escaped pointer.
+// Order is deterministic (array index order, object keys in byte order) so
+// evidence lists and messages come out the same for the same output.
+func (p Path) Walk(v any, fn func(ptr string, v any)) {
+	p.walk(v, 0, "", fn)
+}
+
+func (p Path) walk(v any, i int, ptr string, fn func(string, any)) {
+	if i == len(p.tokens) {
+		fn(ptr, v)
+		return
+	}
+	switch x := v.(type) {
+	case map[string]any:
+		if p.wild[i] {
+			for _, k := range slices.Sorted(maps.Keys(x)) {
+				p.walk(x[k], i+1, ptr+"/"+contracts.EscapePointerToken(k), fn)
+			}
+			return
+		}
+		if c, ok := x[p.tokens[i]]; ok {
+			p.walk(c, i+1, ptr+"/"+p.esc[i], fn)
+		}
+	case []any:
+		if p.wild[i] {
+			for n, c := range x {
+				p.walk(c, i+1, ptr+"/"+strconv.Itoa(n), fn)
+			}
+			return
+		}
+		if n, ok := arrayIndex(p.tokens[i]); ok && n < len(x) {
+			p.walk(x[n], i+1, ptr+"/"+p.esc[i], fn)
+		}
+	}
+}
+
+// deepestExisting follows the path's literal tokens (up to the first "*")
+// through v and returns the pointer of the last node that exists. It names
+// where a missing value should have been.
+func (p Path) deepestExisting(v any) string {
+	ptr := ""
+	for i, tok := range p.tokens {
+		if p.wild[i] {
+			break
+		}
+		var next any
+		ok := false
+		switch x := v.(type) {
+		case map[string]any:
+			next, ok = x[tok]
+		case []any:
+			if n, isIdx := arrayIndex(tok); isIdx && n < len(x) {
+				next, ok = x[n], true
+			}
+		}
+		if !ok {
+			break
+		}
+		ptr += "/" + p.esc[i]
+		v = next
+	}
+	return ptr
+}
+
+// arrayIndex parses an RFC 6901 array index: "0" or digits without a leading
+// zero. "-" (past the end) never addresses an existing element.
+func arrayIndex(tok string) (int, bool) {
+	if tok == "" || len(tok) > 15 || (len(tok) > 1 && tok[0] == '0') {
+		return 0, false
+	}
+	n := 0
+	for i := 0; i < len(tok); i++ {
+		c := tok[i]
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + int(c-'0')
+	}
+	return n, true
+}

@@ -1,0 +1,37 @@
+package proxy
+
+import (
+	"net/http"
+	"sync/atomic"
+)
+
+// Admin serves /healthz, /readyz and /metrics. Ready turns false while
+// draining so load balancers stop sending before the listener closes.
+type Admin struct {
+	Metrics http.Handler // nil: /metrics answers 404
+	ready   atomic.Bool
+}
+
+// SetReady flips /readyz.
+func (a *Admin) SetReady(v bool) { a.ready.Store(v) }
+
+func (a *Admin) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	switch r.URL.Path {
+	case "/healthz":
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	case "/readyz":
+		if !a.ready.Load() {
+			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "draining"})
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+	case "/metrics":
+		if a.Metrics == nil {
+			http.NotFound(w, r)
+			return
+		}
+		a.Metrics.ServeHTTP(w, r)
+	default:
+		writeError(w, &APIError{Status: http.StatusNotFound, Type: typeInvalidRequest, Code: "not_found", Message: "no such endpoint"})
+	}
+}

@@ -1,0 +1,296 @@
+package proxy
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/contractd/contractd/audit"
+	"github.com/contractd/contractd/config"
+	"github.com/contractd/contractd/contracts"
+	"github.com/sashabaranov/go-openai"
+)
+
+func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
+
+func sha(b []byte) string {
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
+}
+
+// verdict is the outcome of the attempt loop.
+type verdict struct {
+	comp     *Completion // the accepted attempt's completion
+	result   contracts.Result
+	usage    audit.Usage
+	attempts []ReviewAttempt
+}
+
+// contract runs a contract route: prepare, attempt in order, answer.
+func (s *Server) contract(ctx context.Context, w http.ResponseWriter, r *http.Request, x *exchange, route *config.Route, obj object) {
+	k := route.Contract
+	x.ev.Prompt = &audit.Ref{Name: route.Prompt.Name, SHA256: route.Prompt.SHA256}
+	x.ev.Contract = &audit.Ref{Name: k.Name, SHA256: k.SHA256}
+	if route.Budget.MaxTotalTokens > 0 {
+		x.ev.Budget = &audit.Budget{MaxTotalTokens: route.Budget.MaxTotalTokens}
+	}
+	p, aerr := prepareObject(route, obj)
+	if aerr != nil {
+		x.fail(ctx, w, aerr, audit.OutcomeRejected)
+		return
+	}
+	x.ev.InputSHA256 = sha(p.InputJSON)
+	if x.st.rt.Audit.IncludeContent {
+		x.ev.Input = json.RawMessage(p.InputJSON)
+		if !json.Valid(p.InputJSON) {
+			x.ev.Input = mustJSON(string(p.InputJSON))
+		}
+	}
+	v, aerr := s.attempts(ctx, r, x, p)
+	h := w.Header()
+	if len(x.ev.Attempts) > 0 {
+		h.Set("X-Contract-Route", route.Name)
+		h.Set("X-Contract-Attempts", strconv.Itoa(len(x.ev.Attempts)))
+	}
+	if aerr != nil {
+		outcome := audit.OutcomeNeedsReview
+		switch {
+		case aerr.Status == http.StatusBadRequest:
+			outcome = audit.OutcomeRejected
+		case aerr.Status >= 500:
+			outcome = audit.OutcomeUpstreamError
+		case r.Context().Err() != nil:
+			outcome = audit.OutcomeRejected
+		}
+		x.fail(ctx, w, aerr, outcome)
+		return
+	}
+	x.finish(ctx, http.StatusOK, audit.OutcomeValid, "")
+	if p.Stream {
+		writeStream(w, v, route, k, p.IncludeUsage)
+		return
+	}
+	writeJSON(w, http.StatusOK, successBody(v, route, k))
+}
+
+// attempts runs the retry plan (SPEC §5). It returns the accepted verdict,
+// or the client error: 400 input_too_large, 422 with the review, 502/504.
+func (s *Server) attempts(ctx context.Context, r *http.Request, x *exchange, p *Prepared) (*verdict, *APIError) {
+	route := p.Route
+	v := &verdict{}
+	spent := 0
+	hdr := forwardHeaders(r)
+	for i, a := range route.Plan {
+		n := i + 1
+		ab, aerr := p.Build(a)
+		if aerr != nil {
+			return nil, aerr
+		}
+		if n == 1 && route.Budget.InputTooLarge(ab.InputTokens) {
+			return nil, badRequest(CodeInputTooLarge, "messages", "input is %d tokens; route %q allows %d", ab.InputTokens, route.Name, route.Budget.MaxInputTokens)
+		}
+		if route.Budget.Exhausted(spent, ab.InputTokens, route.MaxOutputTokens) {
+			return nil, s.review(x, p, v, CodeBudgetExhausted,
+				"the token budget ran out before attempt "+strconv.Itoa(n)+" could run")
+		}
+		actx, done := s.Telemetry.StartAttempt(ctx, AttemptInfo{Route: route.Name, Model: route.Model, Attempt: n, Temperature: a.Temperature})
+		start := time.Now()
+		comp, err := s.Caller.Call(actx, route.Upstream, ab.Body, hdr)
+		latency := time.Since(start)
+		if err != nil {
+			done(AttemptResult{Err: err})
+			ue, _ := err.(*UpstreamError)
+			if ue == nil {
+				ue = &UpstreamError{Reason: "call failed"}
+			}
+			if r.Context().Err() != nil {
+				return nil, &APIError{Status: 499, Type: typeInvalidRequest, Code: "client_closed_request", Message: "client closed the request"}
+			}
+			at := audit.Attempt{Attempt: n, Temperature: a.Temperature, Shortened: ab.Shortened, UpstreamStatus: ue.Status,
+				LatencyMS: ms(latency), Violations: []contracts.Violation{}}
+			x.ev.Attempts = append(x.ev.Attempts, at)
+			return nil, ue.apiError(route.Upstream.Name)
+		}
+		usage := audit.Usage{PromptTokens: comp.Resp.Usage.PromptTokens, CompletionTokens: comp.Resp.Usage.CompletionTokens, TotalTokens: comp.Resp.Usage.TotalTokens}
+		if usage.TotalTokens > 0 {
+			spent += usage.TotalTokens
+		} else {
+			spent += ab.InputTokens + p.counter.Count(comp.Output)
+		}
+		v.usage = v.usage.Add(usage)
+
+		vctx, vdone := s.Telemetry.StartValidation(actx)
+		_ = vctx
+		subj := p.Subject
+		subj.SystemPrompt = ab.System
+		res := judge(route.Contract, comp, &subj)
+		vdone(len(res.Violations))
+		done(AttemptResult{Usage: usage, Finish: comp.Finish, Violations: res.Violations, UpstreamModel: comp.Resp.Model})
+
+		at := audit.Attempt{Attempt: n, Temperature: a.Temperature, Shortened: ab.Shortened, FinishReason: comp.Finish,
+			UpstreamStatus: comp.Status, LatencyMS: ms(latency), Usage: usage, Violations: res.Violations,
+			OutputSHA256: sha([]byte(comp.Output)), Tries: comp.Tries}
+		if x.st.rt.Audit.IncludeContent {
+			out := comp.Output
+			at.Output = &out
+		}
+		x.ev.Attempts = append(x.ev.Attempts, at)
+		x.ev.Usage = v.usage
+		if x.ev.Budget != nil {
+			x.ev.Budget.Used = spent
+		}
+		v.attempts = append(v.attempts, ReviewAttempt{Attempt: n, Temperature: a.Temperature, Shortened: ab.Shortened,
+			FinishReason: comp.Finish, Usage: openai.Usage{PromptTokens: usage.PromptTokens, CompletionTokens: usage.CompletionTokens, TotalTokens: usage.TotalTokens},
+			Violations: res.Violations})
+		if res.Valid {
+			v.comp, v.result = comp, res
+			return v, nil
+		}
+	}
+	return nil, s.review(x, p, v, CodeContractViolation, "")
+}
+
+// judge adds upstream violations (truncation, refusal) to the contract's
+// own verdict on the content.
+func judge(k *contracts.Contract, comp *Completion, subj *contracts.Subject) contracts.Result {
+	var up []contracts.Violation
+	switch {
+	case comp.Finish == "length":
+		up = append(up, contracts.Violation{Kind: contracts.KindUpstream, Rule: contracts.RuleOutputTruncated,
+			Message: "the model stopped at the token limit (finish_reason length)"})
+	case comp.Refusal != "" || comp.Finish == "content_filter":
+		up = append(up, contracts.Violation{Kind: contracts.KindUpstream, Rule: contracts.RuleModelRefusal,
+			Message: "the model refused (refusal or content filter)"})
+	}
+	if len(up) > 0 && strings.TrimSpace(comp.Output) == "" {
+		return contracts.Result{Violations: up, Evidence: []contracts.Evidence{}}
+	}
+	res := k.Check(comp.Output, subj)
+	if len(up) > 0 {
+		res.Valid = false
+		res.Violations = contracts.SortViolations(append(res.Violations, up...))
+	}
+	return res
+}
+
+func (s *Server) review(x *exchange, p *Prepared, v *verdict, code, msg string) *APIError {
+	k := p.Route.Contract
+	if msg == "" {
+		msg = "the model's output did not satisfy contract " + quoteForMessage(k.Name) + " after " + strconv.Itoa(len(v.attempts)) + " attempt(s)"
+	}
+	attempts := v.attempts
+	if attempts == nil {
+		attempts = []ReviewAttempt{}
+	}
+	return &APIError{Status: http.StatusUnprocessableEntity, Type: typeNeedsReview, Code: code, Message: msg,
+		Review: &Review{ID: x.ev.RequestID, Route: p.Route.Name, Contract: k.Name, Attempts: attempts}}
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// forwardHeaders picks client headers worth passing upstream on contract
+// routes: tracing and OpenAI's organisation/project selectors. Never the
+// client's Authorization.
+func forwardHeaders(r *http.Request) http.Header {
+	h := http.Header{}
+	for _, k := range []string{"OpenAI-Organization", "OpenAI-Project", "X-Request-Id"} {
+		if v := r.Header.Values(k); len(v) > 0 {
+			h[http.CanonicalHeaderKey(k)] = v
+		}
+	}
+	return h
+}
+
+// contractInfo is the success body's extra "contract" member (SPEC §3).
+type contractInfo struct {
+	Route          string               `json:"route"`
+	Contract       string               `json:"contract"`
+	ContractSHA256 string               `json:"contract_sha256"`
+	Attempts       int                  `json:"attempts"`
+	Evidence       []contracts.Evidence `json:"evidence"`
+}
+
+type successMessage struct {
+	Role    string  `json:"role"`
+	Content string  `json:"content"`
+	Refusal *string `json:"refusal"`
+}
+
+type successChoice struct {
+	Index        int            `json:"index"`
+	Message      successMessage `json:"message"`
+	Logprobs     *struct{}      `json:"logprobs"`
+	FinishReason string         `json:"finish_reason"`
+}
+
+type successResponse struct {
+	ID                string          `json:"id"`
+	Object            string          `json:"object"`
+	Created           int64           `json:"created"`
+	Model             string          `json:"model"`
+	Choices           []successChoice `json:"choices"`
+	Usage             audit.Usage     `json:"usage"`
+	SystemFingerprint string          `json:"system_fingerprint,omitempty"`
+	Contract          contractInfo    `json:"contract"`
+}
+
+func info(v *verdict, route *config.Route, k *contracts.Contract) contractInfo {
+	ev := v.result.Evidence
+	if ev == nil {
+		ev = []contracts.Evidence{}
+	}
+	return contractInfo{Route: route.Name, Contract: k.Name, ContractSHA256: k.SHA256, Attempts: len(v.attempts), Evidence: ev}
+}
+
+func successBody(v *verdict, route *config.Route, k *contracts.Contract) successResponse {
+	resp := v.comp.Resp
+	id := resp.ID
+	if id == "" {
+		id = "chatcmpl-contractd"
+	}
+	created := resp.Created
+	if created == 0 {
+		created = time.Now().Unix()
+	}
+	return successResponse{ID: id, Object: "chat.completion", Created: created, Model: resp.Model,
+		Choices: []successChoice{{Index: 0, Message: successMessage{Role: "assistant", Content: string(v.result.JSON)}, FinishReason: "stop"}},
+		Usage: v.usage, SystemFingerprint: resp.SystemFingerprint, Contract: info(v, route, k)}
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(mustJSON(v), '\n'))
+}
+
+// Render builds the upstream body that attempt n (1-based) of route would
+// send for a client request body, without calling anything (`contractd
+// render`).
+func Render(route *config.Route, body []byte, n int) ([]byte, error) {
+	if route.Passthrough {
+		obj, err := parseObject(body)
+		if err != nil {
+			return nil, err
+		}
+		return obj.apply([]edit{{Name: "model", Value: mustJSON(route.Model)}}), nil
+	}
+	if n < 1 || n > len(route.Plan) {
+		return nil, &APIError{Message: "route " + quoteForMessage(route.Name) + " has " + strconv.Itoa(len(route.Plan)) + " attempt(s)"}
+	}
+	p, aerr := Prepare(route, body)
+	if aerr != nil {
+		return nil, aerr
+	}
+	var ab *attemptBody
+	for i := 0; i < n; i++ {
+		if ab, aerr = p.Build(route.Plan[i]); aerr != nil {
+			return nil, aerr
+		}
+	}
+	return ab.Body, nil
+}

@@ -1,0 +1,108 @@
+package proxy
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+
+	"github.com/contractd/contractd/contracts"
+	"github.com/sashabaranov/go-openai"
+)
+
+// Error codes and types of SPEC §3's error table.
+const (
+	typeInvalidRequest = "invalid_request_error"
+	typeAuth           = "authentication_error"
+	typeNeedsReview    = "needs_review"
+	typeUpstream       = "upstream_error"
+	typeRateLimit      = "rate_limit_error"
+
+	CodeInvalidJSON          = "invalid_json"
+	CodeInputSchemaViolation = "input_schema_violation"
+	CodeClientSystem         = "client_system_not_allowed"
+	CodeUnsupportedParameter = "unsupported_parameter"
+	CodeInputTooLarge        = "input_too_large"
+	CodeInvalidAPIKey        = "invalid_api_key"
+	CodeModelNotFound        = "model_not_found"
+	CodeRequestTooLarge      = "request_too_large"
+	CodeContractViolation    = "contract_violation"
+	CodeBudgetExhausted      = "budget_exhausted"
+	CodeUpstreamError        = "upstream_error"
+	CodeUpstreamTimeout      = "upstream_timeout"
+	CodeRateLimitExceeded    = "rate_limit_exceeded"
+)
+
+// APIError is a client-facing error. Message is written for the client and
+// must never contain secrets or internal details; Internal (logged only)
+// may carry the cause.
+type APIError struct {
+	Status     int
+	Type       string
+	Code       string
+	Message    string
+	Param      *string
+	Review     *Review
+	RetryAfter int // seconds, for 429
+	Internal   error
+}
+
+func (e *APIError) Error() string {
+	if e.Internal != nil {
+		return fmt.Sprintf("%s (%d %s): %v", e.Code, e.Status, e.Message, e.Internal)
+	}
+	return fmt.Sprintf("%s (%d): %s", e.Code, e.Status, e.Message)
+}
+
+func (e *APIError) Unwrap() error { return e.Internal }
+
+// Review is the 422 body's account of every attempt (SPEC §3). It never
+// holds the rejected outputs.
+type Review struct {
+	ID       string          `json:"id"`
+	Route    string          `json:"route"`
+	Contract string          `json:"contract"`
+	Attempts []ReviewAttempt `json:"attempts"`
+}
+
+// ReviewAttempt is one attempt as the client sees it.
+type ReviewAttempt struct {
+	Attempt      int                   `json:"attempt"`
+	Temperature  float64               `json:"temperature"`
+	Shortened    bool                  `json:"shortened"`
+	FinishReason string                `json:"finish_reason"`
+	Usage        openai.Usage          `json:"usage"`
+	Violations   []contracts.Violation `json:"violations"`
+}
+
+func badRequest(code, param, format string, args ...any) *APIError {
+	e := &APIError{Status: http.StatusBadRequest, Type: typeInvalidRequest, Code: code, Message: fmt.Sprintf(format, args...)}
+	if param != "" {
+		e.Param = &param
+	}
+	return e
+}
+
+type errorBody struct {
+	Error errorObject `json:"error"`
+}
+
+type errorObject struct {
+	Message string  `json:"message"`
+	Type    string  `json:"type"`
+	Code    string  `json:"code"`
+	Param   *string `json:"param"`
+	Review  *Review `json:"review,omitempty"`
+}
+
+// writeError is the one gate from typed errors to the OpenAI envelope.
+func writeError(w http.ResponseWriter, e *APIError) {
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	if e.RetryAfter > 0 {
+		h.Set("Retry-After", strconv.Itoa(e.RetryAfter))
+	}
+	w.WriteHeader(e.Status)
+	b, _ := json.Marshal(errorBody{Error: errorObject{Message: e.Message, Type: e.Type, Code: e.Code, Param: e.Param, Review: e.Review}})
+	_, _ = w.Write(append(b, '\n'))
+}

@@ -1,0 +1,378 @@
+package proxy
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/contractd/contractd/config"
+	"github.com/contractd/contractd/contracts"
+	"github.com/contractd/contractd/retry"
+	"github.com/go-json-experiment/json/jsontext"
+)
+
+// clientMessage is one client message: what we read of it plus its exact
+// bytes for forwarding.
+type clientMessage struct {
+	Role     string
+	Content  string // text content (string content, or the text parts joined)
+	IsString bool   // content was a JSON string
+	Raw      jsontext.Value
+}
+
+// Prepared is a contract-route request after every client-side check: what
+// each attempt's upstream body is built from.
+type Prepared struct {
+	Route        *config.Route
+	body         object
+	messages     []clientMessage // client messages, system/developer removed when dropped
+	Input        any             // template .Input: input object, or last user text
+	InputJSON    []byte          // canonical bytes of the input, for input_sha256
+	Subject      contracts.Subject
+	Stream       bool
+	IncludeUsage bool
+	counter      retry.Counter
+	first        []byte // attempt 1's messages JSON, to tell "shortened"
+}
+
+// unsupported are request fields a contract route cannot honour.
+var unsupported = []string{"tools", "functions", "tool_choice", "function_call"}
+
+// Prepare runs SPEC §9's request checks that follow routing (parameters,
+// client system messages, input) and renders nothing yet.
+func Prepare(r *config.Route, body []byte) (*Prepared, *APIError) {
+	obj, err := parseObject(body)
+	if err != nil {
+		return nil, badRequest(CodeInvalidJSON, "", "request body is not a valid JSON object: %s", jsonErr(err))
+	}
+	return prepareObject(r, obj)
+}
+
+func prepareObject(r *config.Route, obj object) (*Prepared, *APIError) {
+	p := &Prepared{Route: r, body: obj, counter: retry.CounterFor(r.Model)}
+	for _, name := range unsupported {
+		if v, ok := obj.get(name); ok && v.Kind() != 'n' {
+			return nil, badRequest(CodeUnsupportedParameter, name, "%s is not supported on contract routes", name)
+		}
+	}
+	if v, ok := obj.get("n"); ok && v.Kind() != 'n' {
+		if n, err := strconv.ParseFloat(string(v), 64); err != nil || n != 1 {
+			return nil, badRequest(CodeUnsupportedParameter, "n", "n must be 1 on contract routes")
+		}
+	}
+	if v, ok := obj.get("stream"); ok {
+		switch v.Kind() {
+		case 't':
+			p.Stream = true
+		case 'f', 'n':
+		default:
+			return nil, badRequest(CodeInvalidJSON, "stream", "stream must be a boolean")
+		}
+	}
+	if v, ok := obj.get("stream_options"); ok && p.Stream && v.Kind() == '{' {
+		var so struct {
+			IncludeUsage bool `json:"include_usage"`
+		}
+		if json.Unmarshal(v, &so) == nil {
+			p.IncludeUsage = so.IncludeUsage
+		}
+	}
+	msgs, aerr := readMessages(obj)
+	if aerr != nil {
+		return nil, aerr
+	}
+	kept := msgs[:0:0]
+	for i, m := range msgs {
+		if m.Role == "system" || m.Role == "developer" {
+			if r.ClientSystem != "drop" {
+				return nil, badRequest(CodeClientSystem, fmt.Sprintf("messages[%d]", i),
+					"route %q does not accept %s messages; its prompt is registered in contractd", r.Name, m.Role)
+			}
+			continue
+		}
+		kept = append(kept, m)
+	}
+	p.messages = kept
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if msgs[i].Role == "user" {
+			p.Subject.LastUser, p.Subject.HasLastUser = msgs[i].Content, true
+			break
+		}
+	}
+	if aerr := p.readInput(obj); aerr != nil {
+		return nil, aerr
+	}
+	return p, nil
+}
+
+func readMessages(obj object) ([]clientMessage, *APIError) {
+	raw, ok := obj.get("messages")
+	if !ok || raw.Kind() == 'n' {
+		return nil, nil
+	}
+	if raw.Kind() != '[' {
+		return nil, badRequest(CodeInvalidJSON, "messages", "messages must be an array")
+	}
+	var items []jsontext.Value
+	if err := json.Unmarshal(raw, &items); err != nil {
+		return nil, badRequest(CodeInvalidJSON, "messages", "messages must be an array of objects")
+	}
+	out := make([]clientMessage, 0, len(items))
+	for i, it := range items {
+		var m struct {
+			Role    *string         `json:"role"`
+			Content json.RawMessage `json:"content"`
+		}
+		if it.Kind() != '{' || json.Unmarshal(it, &m) != nil || m.Role == nil {
+			return nil, badRequest(CodeInvalidJSON, fmt.Sprintf("messages[%d]", i), "each message must be an object with a string role")
+		}
+		cm := clientMessage{Role: *m.Role, Raw: it}
+		switch c := bytes.TrimSpace(m.Content); {
+		case len(c) > 0 && c[0] == '"':
+			_ = json.Unmarshal(c, &cm.Content)
+			cm.IsString = true
+		case len(c) > 0 && c[0] == '[':
+			var parts []struct {
+				Type string `json:"type"`
+				Text string `json:"text"`
+			}
+			if json.Unmarshal(c, &parts) == nil {
+				var texts []string
+				for _, pt := range parts {
+					if pt.Type == "text" {
+						texts = append(texts, pt.Text)
+					}
+				}
+				cm.Content = strings.Join(texts, "\n")
+			}
+		}
+		out = append(out, cm)
+	}
+	return out, nil
+}
+
+// readInput resolves the template input (SPEC §3): contract_input, else
+// the last user message (parsed as a JSON object when the prompt has an
+// input schema).
+func (p *Prepared) readInput(obj object) *APIError {
+	prompt := p.Route.Prompt
+	ci, hasCI := obj.get("contract_input")
+	if hasCI && ci.Kind() == 'n' {
+		hasCI = false
+	}
+	if prompt.InputSchema == nil {
+		if hasCI {
+			if ci.Kind() == '"' {
+				var s string
+				_ = json.Unmarshal(ci, &s)
+				p.Input, p.InputJSON = s, ci
+				return nil
+			}
+			v, err := contracts.DecodeJSON(ci)
+			if err != nil {
+				return badRequest(CodeInvalidJSON, "contract_input", "contract_input is not valid JSON")
+			}
+			p.Input, p.InputJSON = v, ci
+			p.Subject.Input = v
+			return nil
+		}
+		if !p.Subject.HasLastUser {
+			return badRequest(CodeInputSchemaViolation, "messages", "the request needs a user message")
+		}
+		p.Input = p.Subject.LastUser
+		p.InputJSON = mustJSON(p.Subject.LastUser)
+		return nil
+	}
+	var src []byte
+	param := "contract_input"
+	if hasCI {
+		if ci.Kind() != '{' {
+			return badRequest(CodeInputSchemaViolation, param, "contract_input must be a JSON object")
+		}
+		src = ci
+	} else {
+		param = "messages"
+		if !p.Subject.HasLastUser {
+			return badRequest(CodeInputSchemaViolation, param, "the request needs contract_input or a user message holding a JSON object")
+		}
+		src = []byte(strings.TrimSpace(p.Subject.LastUser))
+		if len(src) == 0 || src[0] != '{' {
+			return badRequest(CodeInputSchemaViolation, param, "the last user message must be a JSON object matching the route's input schema")
+		}
+	}
+	v, err := contracts.DecodeJSON(src)
+	if err != nil {
+		return badRequest(CodeInputSchemaViolation, param, "the input is not a valid JSON object: %v", err)
+	}
+	if vs := prompt.InputSchema.Validate(v); len(vs) > 0 {
+		vs = contracts.SortViolations(vs)
+		return badRequest(CodeInputSchemaViolation, param, "input does not match the route's input schema: %s", describe(vs))
+	}
+	p.Input, p.InputJSON = v, src
+	p.Subject.Input = v
+	return nil
+}
+
+func describe(vs []contracts.Violation) string {
+	const max = 5
+	parts := make([]string, 0, max)
+	for i, v := range vs {
+		if i == max {
+			parts = append(parts, fmt.Sprintf("and %d more", len(vs)-max))
+			break
+		}
+		path := v.Path
+		if path == "" {
+			path = "/"
+		}
+		parts = append(parts, fmt.Sprintf("%s: %s", path, v.Message))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// attemptBody is what one attempt sends and what it measured.
+type attemptBody struct {
+	Body        []byte
+	System      string // rendered system prompt sent
+	InputTokens int    // offline count of every message sent
+	Shortened   bool
+}
+
+// Build renders attempt a's upstream body (SPEC §9 "Upstream body").
+func (p *Prepared) Build(a retry.Attempt) (*attemptBody, *APIError) {
+	r := p.Route
+	input := p.Input
+	if a.Shorten != nil && r.Prompt.HasUser() {
+		switch in := input.(type) {
+		case map[string]any:
+			input = retry.ShortenInput(in, *a.Shorten, p.counter)
+		case string:
+			input = retry.Cut(in, a.Shorten.Ratio, r.Budget.MaxInputTokens, a.Shorten.Keep, p.counter)
+		}
+	}
+	data := contracts.TemplateData{Input: input, Messages: make([]contracts.Message, len(p.messages))}
+	for i, m := range p.messages {
+		data.Messages[i] = contracts.Message{Role: m.Role, Content: m.Content}
+	}
+	sys, err := r.Prompt.RenderSystem(data)
+	if err != nil {
+		return nil, badRequest(CodeInputSchemaViolation, "", "the input cannot fill route %q's prompt: %s", r.Name, templateErr(err))
+	}
+	texts := []string{sys}
+	var msgs bytes.Buffer
+	msgs.WriteString(`[{"role":"system","content":`)
+	writeString(&msgs, sys)
+	msgs.WriteByte('}')
+	user, hasUser, err := r.Prompt.RenderUser(data)
+	switch {
+	case err != nil:
+		return nil, badRequest(CodeInputSchemaViolation, "", "the input cannot fill route %q's prompt: %s", r.Name, templateErr(err))
+	case hasUser:
+		msgs.WriteString(`,{"role":"user","content":`)
+		writeString(&msgs, user)
+		msgs.WriteByte('}')
+		texts = append(texts, user)
+	case a.Shorten != nil:
+		// Keep the last user message only, its content cut.
+		for i := len(p.messages) - 1; i >= 0; i-- {
+			m := p.messages[i]
+			if m.Role != "user" {
+				continue
+			}
+			raw := []byte(m.Raw)
+			content := m.Content
+			if m.IsString {
+				content = retry.Cut(m.Content, a.Shorten.Ratio, r.Budget.MaxInputTokens, a.Shorten.Keep, p.counter)
+				if mo, err := parseObject(m.Raw); err == nil {
+					raw = mo.apply([]edit{{Name: "content", Value: mustJSON(content)}})
+				}
+			}
+			msgs.WriteByte(',')
+			msgs.Write(raw)
+			texts = append(texts, content)
+			break
+		}
+	default:
+		for _, m := range p.messages {
+			msgs.WriteByte(',')
+			msgs.Write(m.Raw)
+			texts = append(texts, m.Content)
+		}
+	}
+	msgs.WriteByte(']')
+	ab := &attemptBody{System: sys, InputTokens: retry.CountMessages(p.counter, texts)}
+	if p.first == nil {
+		p.first = bytes.Clone(msgs.Bytes())
+	} else {
+		ab.Shortened = !bytes.Equal(p.first, msgs.Bytes())
+	}
+	ab.Body = p.body.apply(p.edits(msgs.Bytes(), a.Temperature))
+	return ab, nil
+}
+
+func (p *Prepared) edits(messages []byte, temp float64) []edit {
+	r := p.Route
+	maxField, otherField := "max_tokens", "max_completion_tokens"
+	if r.Upstream.MaxTokensParam == "max_completion_tokens" {
+		maxField, otherField = otherField, maxField
+	}
+	es := []edit{
+		{Name: "model", Value: mustJSON(r.Model)},
+		{Name: "messages", Value: messages},
+		{Name: "temperature", Value: []byte(strconv.FormatFloat(temp, 'f', -1, 64))},
+		{Name: maxField, Value: []byte(strconv.Itoa(r.MaxOutputTokens))},
+		{Name: otherField},
+		{Name: "seed"},
+		{Name: "stream", Value: []byte("false")},
+		{Name: "response_format"},
+		{Name: "stream_options"},
+		{Name: "n"},
+		{Name: "contract_input"},
+	}
+	if r.Seed != nil {
+		es[5].Value = []byte(strconv.FormatInt(*r.Seed, 10))
+	}
+	switch r.ResponseFormat {
+	case "json_object":
+		es[7].Value = []byte(`{"type":"json_object"}`)
+	case "json_schema":
+		es[7].Value = jsonSchemaFormat(r.Contract)
+	}
+	return es
+}
+
+var schemaNameRE = regexp.MustCompile(`[^A-Za-z0-9_-]`)
+
+func jsonSchemaFormat(k *contracts.Contract) []byte {
+	name := schemaNameRE.ReplaceAllString(k.Name, "_")
+	if len(name) > 64 {
+		name = name[:64]
+	}
+	var b bytes.Buffer
+	b.WriteString(`{"type":"json_schema","json_schema":{"name":`)
+	writeString(&b, name)
+	b.WriteString(`,"strict":true,"schema":`)
+	b.Write(k.Schema.JSON())
+	b.WriteString(`}}`)
+	return b.Bytes()
+}
+
+func templateErr(err error) string {
+	s := err.Error()
+	if i := strings.LastIndex(s, ": "); i >= 0 && strings.Contains(s, "executing") {
+		return s[i+2:]
+	}
+	return strings.TrimPrefix(s, "template: ")
+}
+
+func jsonErr(err error) string {
+	s := err.Error()
+	s = strings.TrimPrefix(s, "jsontext: ")
+	if len(s) > 200 {
+		s = s[:200]
+	}
+	return s
+}

@@ -1,0 +1,245 @@
+package proxy
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/hex"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/contractd/contractd/audit"
+	"github.com/contractd/contractd/config"
+)
+
+// Server serves the OpenAI-compatible API over the current Runtime.
+// Swap installs a new Runtime atomically; a request keeps the Runtime it
+// started with until it ends.
+type Server struct {
+	Caller    *Caller
+	Audit     audit.Sink
+	Telemetry Telemetry
+	Logger    *slog.Logger
+	// Env reads environment variables (client keys); os.Getenv by default.
+	Env func(string) string
+
+	state atomic.Pointer[state]
+	limit rateLimiter
+}
+
+// state is a Runtime with what is derived from it at install time.
+type state struct {
+	rt   *config.Runtime
+	keys [][]byte // client keys; empty: no auth
+}
+
+// NewServer returns a Server for rt.
+func NewServer(rt *config.Runtime, caller *Caller, sink audit.Sink, logger *slog.Logger) *Server {
+	s := &Server{Caller: caller, Audit: sink, Logger: logger, Env: os.Getenv, Telemetry: nopTelemetry{}}
+	if s.Logger == nil {
+		s.Logger = slog.New(slog.NewJSONHandler(io.Discard, nil))
+	}
+	s.Swap(rt)
+	return s
+}
+
+// Swap installs rt for new requests.
+func (s *Server) Swap(rt *config.Runtime) {
+	st := &state{rt: rt}
+	if rt.Server.APIKeysEnv != "" {
+		for _, k := range strings.Split(s.Env(rt.Server.APIKeysEnv), ",") {
+			if k = strings.TrimSpace(k); k != "" {
+				st.keys = append(st.keys, []byte(k))
+			}
+		}
+	}
+	s.state.Store(st)
+	s.limit.configure(rt.Server.RateLimit)
+}
+
+// Runtime is the Runtime new requests use.
+func (s *Server) Runtime() *config.Runtime { return s.state.Load().rt }
+
+// AuthEnabled reports whether client keys are configured.
+func (s *Server) AuthEnabled() bool { return len(s.state.Load().keys) > 0 }
+
+// Handler is the API: chat completions and models, plus the admin
+// endpoints when admin is non-nil (admin_listen "").
+func (s *Server) Handler(admin http.Handler) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/chat/completions", s.chat)
+	mux.HandleFunc("POST /r/{route}/v1/chat/completions", s.chat)
+	mux.HandleFunc("GET /v1/models", s.models)
+	mux.HandleFunc("GET /r/{route}/v1/models", s.models)
+	if admin != nil {
+		mux.Handle("GET /healthz", admin)
+		mux.Handle("GET /readyz", admin)
+		mux.Handle("/metrics", s.requireKey(admin))
+		mux.Handle("/admin/", s.requireKey(admin))
+	}
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Request-Id", newRequestID())
+		writeError(w, &APIError{Status: http.StatusNotFound, Type: typeInvalidRequest, Code: "not_found",
+			Message: "no such endpoint: " + r.Method + " " + r.URL.Path})
+	})
+	return mux
+}
+
+func (s *Server) requireKey(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if aerr := s.authenticate(s.state.Load(), r); aerr != nil {
+			writeError(w, aerr)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// authenticate checks the bearer key in constant time against every
+// configured key (no early exit that would leak which prefix matched).
+func (s *Server) authenticate(st *state, r *http.Request) *APIError {
+	if len(st.keys) == 0 {
+		return nil
+	}
+	got := []byte(strings.TrimSpace(strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")))
+	ok := 0
+	for _, k := range st.keys {
+		ok |= subtle.ConstantTimeCompare(got, k)
+	}
+	if ok == 1 && len(got) > 0 {
+		return nil
+	}
+	return &APIError{Status: http.StatusUnauthorized, Type: typeAuth, Code: CodeInvalidAPIKey,
+		Message: "missing or invalid API key (send Authorization: Bearer <key>)"}
+}
+
+func newRequestID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return "req_" + hex.EncodeToString(b[:])
+}
+
+// exchange is one chat-completions request in flight: its audit event is
+// filled as it goes and written once, before the response completes.
+type exchange struct {
+	s     *Server
+	st    *state
+	ev    *audit.Event
+	start time.Time
+	log   *slog.Logger
+}
+
+func (x *exchange) finish(ctx context.Context, status int, outcome, code string) {
+	x.ev.Status, x.ev.Outcome, x.ev.ErrorCode = status, outcome, code
+	x.ev.DurationMS = float64(time.Since(x.start).Microseconds()) / 1000
+	if x.ev.Attempts == nil {
+		x.ev.Attempts = []audit.Attempt{}
+	}
+	if err := x.s.Audit.Write(x.ev); err != nil {
+		x.log.Error("audit write failed", "error", err.Error())
+	}
+	x.s.Telemetry.RequestDone(ctx, x.ev)
+	lvl := slog.LevelInfo
+	if status >= 500 {
+		lvl = slog.LevelWarn
+	}
+	x.log.Log(ctx, lvl, "request", "route", x.ev.Route, "outcome", outcome, "status", status,
+		"attempts", len(x.ev.Attempts), "duration_ms", x.ev.DurationMS, "error_code", code)
+}
+
+// fail answers with e and records the outcome.
+func (x *exchange) fail(ctx context.Context, w http.ResponseWriter, e *APIError, outcome string) {
+	if e.Internal != nil {
+		x.log.Warn("request failed", "code", e.Code, "cause", e.Internal.Error())
+	}
+	x.finish(ctx, e.Status, outcome, e.Code)
+	writeError(w, e)
+}
+
+func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
+	st := s.state.Load()
+	rt := st.rt
+	id := newRequestID()
+	w.Header().Set("X-Request-Id", id)
+	x := &exchange{s: s, st: st, start: time.Now(), ev: &audit.Event{Time: time.Now().UTC(), RequestID: id},
+		log: s.Logger.With("request_id", id)}
+	ctx, cancel := context.WithTimeout(r.Context(), rt.Server.RequestTimeout)
+	defer cancel()
+
+	if aerr := s.authenticate(st, r); aerr != nil {
+		x.fail(ctx, w, aerr, audit.OutcomeRejected)
+		return
+	}
+	if aerr := s.limit.allow(r); aerr != nil {
+		x.fail(ctx, w, aerr, audit.OutcomeRejected)
+		return
+	}
+	body, aerr := readBody(w, r, rt.Server.MaxBodyBytes)
+	if aerr != nil {
+		x.fail(ctx, w, aerr, audit.OutcomeRejected)
+		return
+	}
+	obj, err := parseObject(body)
+	if err != nil {
+		x.fail(ctx, w, badRequest(CodeInvalidJSON, "", "request body is not a valid JSON object: %s", jsonErr(err)), audit.OutcomeRejected)
+		return
+	}
+	name := r.PathValue("route")
+	if name == "" {
+		if v, ok := obj.get("model"); ok && v.Kind() == '"' {
+			name = unquoteJSON(v)
+		}
+	}
+	x.ev.Route = name
+	route := rt.Routes[name]
+	if route == nil {
+		x.fail(ctx, w, &APIError{Status: http.StatusNotFound, Type: typeInvalidRequest, Code: CodeModelNotFound,
+			Param: strPtr("model"), Message: "unknown route " + quoteForMessage(name) + "; GET /v1/models lists the routes"}, audit.OutcomeRejected)
+		return
+	}
+	if route.Passthrough {
+		s.passthrough(ctx, w, r, x, route, obj)
+		return
+	}
+	s.contract(ctx, w, r, x, route, obj)
+}
+
+func strPtr(s string) *string { return &s }
+
+func quoteForMessage(s string) string {
+	if len(s) > 100 {
+		s = s[:100] + "…"
+	}
+	return `"` + strings.ToValidUTF8(s, "?") + `"`
+}
+
+func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, *APIError) {
+	tooLarge := &APIError{Status: http.StatusRequestEntityTooLarge, Type: typeInvalidRequest, Code: CodeRequestTooLarge,
+		Message: "request body is larger than the server's max_body_bytes"}
+	if r.ContentLength > limit {
+		return nil, tooLarge
+	}
+	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return nil, tooLarge
+		}
+		return nil, badRequest(CodeInvalidJSON, "", "could not read the request body")
+	}
+	return b, nil
+}
+
+func unquoteJSON(v []byte) string {
+	var s string
+	if err := jsonUnmarshal(v, &s); err != nil {
+		return ""
+	}
+	return s
+}

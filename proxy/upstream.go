@@ -1,0 +1,219 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/contractd/contractd/config"
+	"github.com/sashabaranov/go-openai"
+)
+
+// maxUpstreamBody bounds what we read of an upstream reply.
+const maxUpstreamBody = 8 << 20
+
+// UpstreamError is an upstream failure after transport retries. It is not a
+// contract violation: the request is answered at once (SPEC §9).
+type UpstreamError struct {
+	Status  int  // upstream HTTP status, 0 for transport failures
+	Timeout bool // per-call timeout or request deadline
+	Reason  string
+}
+
+func (e *UpstreamError) Error() string {
+	if e.Status != 0 {
+		return fmt.Sprintf("upstream status %d: %s", e.Status, e.Reason)
+	}
+	return "upstream: " + e.Reason
+}
+
+// apiError turns an upstream failure into the client's 502/504.
+func (e *UpstreamError) apiError(up string) *APIError {
+	if e.Timeout {
+		return &APIError{Status: http.StatusGatewayTimeout, Type: typeUpstream, Code: CodeUpstreamTimeout,
+			Message: fmt.Sprintf("upstream %q did not answer in time", up), Internal: e}
+	}
+	msg := fmt.Sprintf("upstream %q failed: %s", up, e.Reason)
+	if e.Status != 0 {
+		msg = fmt.Sprintf("upstream %q answered HTTP %d: %s", up, e.Status, e.Reason)
+	}
+	return &APIError{Status: http.StatusBadGateway, Type: typeUpstream, Code: CodeUpstreamError, Message: msg, Internal: e}
+}
+
+// Completion is an upstream chat completion we could read.
+type Completion struct {
+	Resp   openai.ChatCompletionResponse
+	Status int
+	Tries  int // transport tries made (1 = no transport retry)
+	Output string
+	Finish string
+	Refusal string
+}
+
+// Caller makes upstream calls. Safe for concurrent use; one per process so
+// keep-alive connections are pooled across reloads.
+type Caller struct {
+	Client *http.Client
+	// Keys resolves an upstream's API key (from its api_key_env).
+	Keys func(u *config.Upstream) string
+	// Backoff is the base of the jittered exponential backoff.
+	Backoff time.Duration
+	sem     semaphores
+}
+
+// NewCaller returns a Caller with a pooled transport tuned for many
+// concurrent calls to few hosts.
+func NewCaller(keys func(u *config.Upstream) string) *Caller {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConns = 1024
+	t.MaxIdleConnsPerHost = 256
+	t.IdleConnTimeout = 90 * time.Second
+	t.ResponseHeaderTimeout = 0 // the per-call context bounds it
+	return &Caller{Client: &http.Client{Transport: t}, Keys: keys, Backoff: 200 * time.Millisecond}
+}
+
+// Call POSTs a chat completion body to the upstream with transport retries
+// (connect errors, per-call timeouts, 429, 5xx), honouring Retry-After,
+// within ctx's deadline.
+func (c *Caller) Call(ctx context.Context, u *config.Upstream, body []byte, hdr http.Header) (*Completion, error) {
+	release, err := c.sem.acquire(ctx, u)
+	if err != nil {
+		return nil, &UpstreamError{Timeout: true, Reason: "request deadline passed waiting for an upstream slot"}
+	}
+	defer release()
+	var last *UpstreamError
+	for try := 1; ; try++ {
+		comp, uerr, retryAfter := c.once(ctx, u, body, hdr)
+		if uerr == nil {
+			comp.Tries = try
+			return comp, nil
+		}
+		last = uerr
+		retryable := uerr.Timeout || uerr.Status == 0 || uerr.Status == 429 || uerr.Status >= 500
+		if uerr.Status == -1 { // a 200 that is not a chat completion: not retried
+			uerr.Status = http.StatusOK
+			retryable = false
+		}
+		if !retryable || try > u.MaxRetries || ctx.Err() != nil {
+			break
+		}
+		wait := c.backoff(try, retryAfter)
+		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < wait {
+			break // waiting would outlive the request
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, &UpstreamError{Timeout: true, Reason: "request deadline passed during retry backoff"}
+		case <-t.C:
+		}
+	}
+	if ctx.Err() != nil {
+		last.Timeout = true
+	}
+	return nil, last
+}
+
+func (c *Caller) backoff(try int, retryAfter time.Duration) time.Duration {
+	if retryAfter > 0 {
+		return min(retryAfter, 30*time.Second)
+	}
+	base := c.Backoff << (try - 1)
+	return base/2 + rand.N(base/2+1) // jitter: [base/2, base]
+}
+
+func (c *Caller) once(ctx context.Context, u *config.Upstream, body []byte, hdr http.Header) (*Completion, *UpstreamError, time.Duration) {
+	cctx, cancel := context.WithTimeout(ctx, u.Timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(cctx, http.MethodPost, u.BaseURL+"/chat/completions", bytes.NewReader(body))
+	if err != nil {
+		return nil, &UpstreamError{Reason: "bad upstream URL"}, 0
+	}
+	for k, v := range hdr {
+		req.Header[k] = v
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json")
+	if key := c.Keys(u); key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	resp, err := c.Client.Do(req)
+	if err != nil {
+		return nil, transportError(err, cctx), 0
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxUpstreamBody+1))
+	if err != nil {
+		return nil, transportError(err, cctx), 0
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, &UpstreamError{Status: resp.StatusCode, Reason: upstreamMessage(data, resp.StatusCode)}, retryAfter(resp.Header)
+	}
+	if len(data) > maxUpstreamBody {
+		return nil, &UpstreamError{Status: -1, Reason: "reply body too large"}, 0
+	}
+	comp := &Completion{Status: resp.StatusCode}
+	if err := json.Unmarshal(data, &comp.Resp); err != nil || len(comp.Resp.Choices) == 0 || comp.Resp.Object == "chat.completion.chunk" {
+		return nil, &UpstreamError{Status: -1, Reason: "reply is not a chat completion"}, 0
+	}
+	ch := comp.Resp.Choices[0]
+	comp.Output, comp.Finish, comp.Refusal = ch.Message.Content, string(ch.FinishReason), ch.Message.Refusal
+	return comp, nil, 0
+}
+
+func transportError(err error, ctx context.Context) *UpstreamError {
+	var ne net.Error
+	if ctx.Err() != nil || (errors.As(err, &ne) && ne.Timeout()) {
+		return &UpstreamError{Timeout: true, Reason: "timed out"}
+	}
+	var oe *net.OpError
+	if errors.As(err, &oe) && oe.Op == "dial" {
+		return &UpstreamError{Reason: "cannot connect"}
+	}
+	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+		return &UpstreamError{Reason: "connection closed early"}
+	}
+	return &UpstreamError{Reason: "connection failed"}
+}
+
+// upstreamMessage extracts the upstream's error message for the client,
+// bounded; it never includes request content or keys.
+func upstreamMessage(data []byte, status int) string {
+	var e struct {
+		Error struct {
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(data, &e) == nil && e.Error.Message != "" {
+		m := e.Error.Message
+		if len(m) > 300 {
+			m = m[:300] + "…"
+		}
+		return m
+	}
+	return strings.ToLower(http.StatusText(status))
+}
+
+func retryAfter(h http.Header) time.Duration {
+	v := h.Get("Retry-After")
+	if v == "" {
+		return 0
+	}
+	if s, err := strconv.Atoi(v); err == nil && s >= 0 {
+		return time.Duration(s) * time.Second
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		return max(time.Until(t), 0)
+	}
+	return 0
+}

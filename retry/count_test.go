@@ -1,0 +1,211 @@
+package retry
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+)
+
+func TestEncodingFor(t *testing.T) {
+	tests := []struct{ model, want string }{
+		{"gpt-4o", "o200k_base"},
+		{"gpt-4o-mini", "o200k_base"},
+		{"gpt-4o-2024-08-06", "o200k_base"},
+		{"chatgpt-4o-latest", "o200k_base"},
+		{"gpt-4.1", "o200k_base"},
+		{"gpt-4.1-nano-2025-04-14", "o200k_base"},
+		{"gpt-4.5-preview", "o200k_base"},
+		{"gpt-5-mini", "o200k_base"},
+		{"o1", "o200k_base"},
+		{"o1-mini", "o200k_base"},
+		{"o3-mini", "o200k_base"},
+		{"o4-mini", "o200k_base"},
+		{"gpt-oss-20b", "o200k_base"},
+		{"gpt-4", "cl100k_base"},
+		{"gpt-4-turbo", "cl100k_base"},
+		{"gpt-4-32k", "cl100k_base"},
+		{"gpt-3.5-turbo", "cl100k_base"},
+		{"gpt-3.5-turbo-0125", "cl100k_base"},
+		{"gpt-35-turbo", "cl100k_base"},
+		{"text-embedding-3-small", "cl100k_base"},
+		{"text-davinci-003", "p50k_base"},
+		{"GPT-4o-Mini", "o200k_base"},
+		{" gpt-4o ", "o200k_base"},
+		{"openai/gpt-4o-mini", "o200k_base"},
+		{"ft:gpt-4o-mini-2024-07-18:acme::9abc", "o200k_base"},
+		{"ft:gpt-3.5-turbo:acme:x:1", "cl100k_base"},
+		{"o10", ""},
+		{"o", ""},
+		{"llama-3.1-70b", ""},
+		{"claude-3-5-sonnet", ""},
+		{"", ""},
+	}
+	for _, tt := range tests {
+		if got := EncodingFor(tt.model); got != tt.want {
+			t.Errorf("EncodingFor(%q) = %q, want %q", tt.model, got, tt.want)
+		}
+	}
+}
+
+func TestCounterFor(t *testing.T) {
+	tests := []struct {
+		model    string
+		encoding string // "" means Estimator
+		text     string
+		want     int
+	}{
+		{"gpt-4o-mini", "o200k_base", "hello world", 2},
+		{"o3-mini", "o200k_base", "hello world", 2},
+		{"gpt-4", "cl100k_base", "hello world", 2},
+		{"gpt-4o", "o200k_base", "", 0},
+		// Special-token text is ordinary client content, never a panic.
+		{"gpt-4o", "o200k_base", "<|endoftext|>", 7},
+		{"llama-3.1-70b", "", "hello world", 3},
+		// tiktoken names an encoding for gpt2 that its loader cannot
+		// build: loading fails and the estimator is used.
+		{"gpt2", "", "hello world", 3},
+	}
+	for _, tt := range tests {
+		t.Run(tt.model, func(t *testing.T) {
+			c := CounterFor(tt.model)
+			switch cc := c.(type) {
+			case *bpeCounter:
+				if cc.name != tt.encoding {
+					t.Fatalf("CounterFor(%q) uses %s, want %q", tt.model, cc.name, tt.encoding)
+				}
+			case Estimator:
+				if tt.encoding != "" {
+					t.Fatalf("CounterFor(%q) fell back to the estimator, want %s", tt.model, tt.encoding)
+				}
+			default:
+				t.Fatalf("CounterFor(%q) = %T", tt.model, c)
+			}
+			if got := c.Count(tt.text); got != tt.want {
+				t.Fatalf("Count(%q) = %d, want %d", tt.text, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestCounterForLoadsOnce(t *testing.T) {
+	a, b := CounterFor("gpt-4o"), CounterFor("gpt-4o-mini")
+	if a != b {
+		t.Fatalf("two counters for o200k_base: %p, %p", a, b)
+	}
+}
+
+func TestEstimator(t *testing.T) {
+	tests := []struct {
+		s    string
+		want int
+	}{
+		{"", 0},
+		{"a", 1},
+		{"abcd", 1},
+		{"abcde", 2},
+		{"hello world", 3},              // 11 bytes: 3 > 2 words
+		{"a b c d e", 5},                // 9 bytes: 3 < 5 words
+		{"   ", 1},                      // whitespace is not free
+		{"我们今天去公园", 6},                  // 7 × 3 bytes
+		{strings.Repeat("x", 400), 100}, // one long word
+	}
+	for _, tt := range tests {
+		if got := (Estimator{}).Count(tt.s); got != tt.want {
+			t.Errorf("Estimator.Count(%q) = %d, want %d", tt.s, got, tt.want)
+		}
+	}
+}
+
+func TestCountMessages(t *testing.T) {
+	o200k := CounterFor("gpt-4o")
+	tests := []struct {
+		name string
+		c    Counter
+		msgs []string
+		want int
+	}{
+		{"none", o200k, nil, 0},
+		// OpenAI reports 9 prompt tokens for one user message "hello
+		// world" on gpt-4o: 2 + 4 + 3.
+		{"one message", o200k, []string{"hello world"}, 2 + 4 + 3},
+		{"system and user", o200k, []string{"hello world", "hello world"}, 2*(2+4) + 3},
+		{"empty content still framed", o200k, []string{""}, 4 + 3},
+		{"estimator", Estimator{}, []string{"abcdefgh", "x"}, (2 + 4) + (1 + 4) + 3},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := CountMessages(tt.c, tt.msgs); got != tt.want {
+				t.Fatalf("CountMessages = %d, want %d", got, tt.want)
+			}
+		})
+	}
+}
+
+// Counters and cuts are shared by every request of a route; run them from
+// many goroutines (go test -race) and compare with a sequential run.
+func TestConcurrentUse(t *testing.T) {
+	models := []string{"gpt-4o", "gpt-4", "o3-mini", "llama-3", "gpt-4.1-mini"}
+	texts := []string{
+		"hello world",
+		strings.Repeat("The storm broke my window last night. ", 40),
+		"我们今天去公园。天气很好！",
+	}
+	type key struct{ model, text string }
+	wantCount := map[key]int{}
+	wantCut := map[key]string{}
+	for _, m := range models {
+		c := CounterFor(m)
+		for _, s := range texts {
+			wantCount[key{m, s}] = c.Count(s)
+			wantCut[key{m, s}] = Cut(s, 0.5, 0, KeepHeadTail, c)
+		}
+	}
+	var wg sync.WaitGroup
+	errs := make(chan string, 64)
+	for g := 0; g < 32; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			for i := 0; i < 10; i++ {
+				m := models[(g+i)%len(models)]
+				s := texts[(g*7+i)%len(texts)]
+				c := CounterFor(m)
+				if got := c.Count(s); got != wantCount[key{m, s}] {
+					errs <- fmt.Sprintf("%s: Count = %d, want %d", m, got, wantCount[key{m, s}])
+				}
+				if got := Cut(s, 0.5, 0, KeepHeadTail, c); got != wantCut[key{m, s}] {
+					errs <- fmt.Sprintf("%s: Cut = %q, want %q", m, got, wantCut[key{m, s}])
+				}
+			}
+		}(g)
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
+	}
+}
+
+func TestFirstLoadConcurrent(t *testing.T) {
+	// cl100k may already be loaded by another test; p50k_base is not used
+	// elsewhere, so this exercises concurrent first loads.
+	var wg sync.WaitGroup
+	got := make([]Counter, 16)
+	for i := range got {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			got[i] = CounterFor("text-davinci-003")
+		}(i)
+	}
+	wg.Wait()
+	for i := range got {
+		if got[i] != got[0] {
+			t.Fatalf("goroutine %d got a different counter", i)
+		}
+	}
+	if _, ok := got[0].(*bpeCounter); !ok {
+		t.Fatalf("text-davinci-003: %T, want a tiktoken counter", got[0])
+	}
+}
