@@ -338,6 +338,9 @@ func (c *compiler) contracts() {
 		for _, ptr := range openObjects(sdoc, "") {
 			c.ps.warn(schemaPath, "object schema at %q allows extra keys (set additionalProperties: false)", "#"+ptr)
 		}
+		if len(s.UnknownFormats) > 0 {
+			c.ps.warn(schemaPath, "unknown format(s) %s are annotations only, not checked", strings.Join(s.UnknownFormats, ", "))
+		}
 		k.Policies = c.policies(join(path, "policies"), d.Policies, sdoc)
 		k.SHA256 = contractSHA(s.JSON(), d)
 		c.rt.Contracts[d.Name] = k

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/go-json-experiment/json/jsontext"
@@ -18,8 +19,12 @@ import (
 // inside the document at compile time.
 type Schema struct {
 	s       *jsonschema.Schema
-	raw     map[string]any // the schema document, for locating keywords by schemaLocation
+	raw     map[string]any // the decoded schema document
 	compact []byte         // compact JSON, keys in file order, no HTML escaping
+	// UnknownFormats lists format names the validator does not know. They
+	// are annotations only (asserting them would reject every value, e.g.
+	// OpenAPI's int32); config validation warns about them.
+	UnknownFormats []string
 }
 
 // ErrRemoteRef is wrapped by CompileSchema when a $ref would need a fetch.
@@ -50,6 +55,10 @@ func CompileSchema(doc []byte) (*Schema, error) {
 	}
 	c.Loaders["http"] = refuseLoader
 	c.Loaders["https"] = refuseLoader
+	unknown := unknownFormats(raw)
+	for _, f := range unknown {
+		c.RegisterFormat(f, func(any) bool { return true })
+	}
 	s, err := compileNoPanic(c, compact)
 	if err != nil {
 		return nil, fmt.Errorf("schema does not compile: %w", err)
@@ -59,7 +68,38 @@ func CompileSchema(doc []byte) (*Schema, error) {
 		return nil, fmt.Errorf("%w: %s", ErrRemoteRef, strings.Join(slices.Compact(refs), ", "))
 	}
 	m, _ := raw.(map[string]any)
-	return &Schema{s: s, raw: m, compact: compact}, nil
+	return &Schema{s: s, raw: m, compact: compact, UnknownFormats: unknown}, nil
+}
+
+// unknownFormats collects "format" names anywhere in the document that the
+// validator has no checker for.
+func unknownFormats(doc any) []string {
+	seen := map[string]bool{}
+	var walk func(v any)
+	walk = func(v any) {
+		switch t := v.(type) {
+		case map[string]any:
+			if f, ok := t["format"].(string); ok {
+				if _, known := jsonschema.Formats[f]; !known {
+					seen[f] = true
+				}
+			}
+			for _, c := range t {
+				walk(c)
+			}
+		case []any:
+			for _, c := range t {
+				walk(c)
+			}
+		}
+	}
+	walk(doc)
+	out := make([]string, 0, len(seen))
+	for f := range seen {
+		out = append(out, f)
+	}
+	slices.Sort(out)
+	return out
 }
 
 func refuseLoader(url string) (io.ReadCloser, error) {
@@ -105,7 +145,7 @@ func (s *Schema) Validate(v any) []Violation {
 		return nil
 	}
 	var out []Violation
-	s.collect(r, "", v, &out)
+	s.collect(r, "", "", v, &out)
 	if len(out) == 0 {
 		// The tree said invalid but named nothing we could place: never
 		// accept, report the whole instance.
@@ -127,11 +167,13 @@ var applicators = map[string]bool{
 // `if` selects `else`; anyOf/oneOf/not/contains report themselves.
 var opaque = map[string]bool{"if": true, "anyOf": true, "oneOf": true, "not": true, "contains": true}
 
-func (s *Schema) collect(r *jsonschema.EvaluationResult, parentKW string, root any, out *[]Violation) {
+// collect walks the library's result tree. The library's instance
+// locations are relative to the parent result and unescaped, so the
+// absolute, escaped pointer and the instance value are tracked here.
+func (s *Schema) collect(r *jsonschema.EvaluationResult, parentKW, loc string, inst any, out *[]Violation) {
 	if r.Valid {
 		return
 	}
-	loc := r.InstanceLocation
 	before := len(*out)
 	summarised := false
 	for kw, e := range r.Errors {
@@ -149,7 +191,7 @@ func (s *Schema) collect(r *jsonschema.EvaluationResult, parentKW string, root a
 			}
 			*out = append(*out, Violation{Kind: KindSchema, Path: loc, Rule: rule, Message: msg})
 		case kw == "required":
-			for _, name := range missingRequired(e, lookup(root, loc)) {
+			for _, name := range missingRequired(e, inst) {
 				*out = append(*out, Violation{Kind: KindSchema, Path: loc, Rule: "required",
 					Message: fmt.Sprintf("required property %q is missing", name)})
 			}
@@ -162,7 +204,18 @@ func (s *Schema) collect(r *jsonschema.EvaluationResult, parentKW string, root a
 		if opaque[seg] {
 			continue
 		}
-		s.collect(d, seg, root, out)
+		dloc, dinst := loc, inst
+		if rel := d.InstanceLocation; rel != "" && rel != "/" {
+			tok := rel[1:] // one member or index below this result
+			child, ok := member(inst, tok)
+			if !ok {
+				// The library evaluates absent required members as null;
+				// the missing member is already a required violation.
+				continue
+			}
+			dloc, dinst = loc+"/"+EscapePointerToken(tok), child
+		}
+		s.collect(d, seg, dloc, dinst, out)
 	}
 	if summarised && len(*out) == before {
 		// An applicator failed but no child said why (library shape we did
@@ -178,6 +231,22 @@ func (s *Schema) collect(r *jsonschema.EvaluationResult, parentKW string, root a
 			*out = append(*out, Violation{Kind: KindSchema, Path: loc, Rule: kw, Message: r.Errors[kw].Error()})
 		}
 	}
+}
+
+// member returns the object member or array element tok names.
+func member(v any, tok string) (any, bool) {
+	switch t := v.(type) {
+	case map[string]any:
+		c, ok := t[tok]
+		return c, ok
+	case []any:
+		i, err := strconv.Atoi(tok)
+		if err != nil || i < 0 || i >= len(t) {
+			return nil, false
+		}
+		return t[i], true
+	}
+	return nil, false
 }
 
 func firstSegment(p string) string {
@@ -226,34 +295,3 @@ func unquote(s string) string {
 	return s
 }
 
-// lookup resolves a JSON Pointer in a decoded document.
-func lookup(v any, ptr string) any {
-	if ptr == "" {
-		return v
-	}
-	for _, tok := range strings.Split(ptr[1:], "/") {
-		tok = UnescapePointerToken(tok)
-		switch t := v.(type) {
-		case map[string]any:
-			v = t[tok]
-		case []any:
-			i := 0
-			for _, c := range tok {
-				if c < '0' || c > '9' {
-					return nil
-				}
-				i = i*10 + int(c-'0')
-				if i > len(t) {
-					return nil
-				}
-			}
-			if i >= len(t) {
-				return nil
-			}
-			v = t[i]
-		default:
-			return nil
-		}
-	}
-	return v
-}

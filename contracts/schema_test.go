@@ -1,0 +1,161 @@
+package contracts
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func mustSchema(t testing.TB, doc string) *Schema {
+	t.Helper()
+	s, err := CompileSchema([]byte(doc))
+	if err != nil {
+		t.Fatalf("compile: %v", err)
+	}
+	return s
+}
+
+func mustValue(t testing.TB, doc string) any {
+	t.Helper()
+	v, err := DecodeJSON([]byte(doc))
+	if err != nil {
+		t.Fatalf("decode %s: %v", doc, err)
+	}
+	return v
+}
+
+// rules renders violations as "path rule" for compact table assertions.
+func rules(vs []Violation) []string {
+	out := []string{}
+	for _, v := range SortViolations(vs) {
+		out = append(out, v.Path+" "+v.Rule)
+	}
+	return out
+}
+
+const guardian = `{"type":"object","additionalProperties":false,
+ "required":["verdict","reasons","required_actions","risk_level"],
+ "properties":{"verdict":{"enum":["PASS","FAIL","RETRY"]},"reasons":{"type":"array","items":{"type":"string"}},
+  "required_actions":{"type":"array","items":{"type":"string"}},"risk_level":{"enum":["low","med","high"]}},
+ "if":{"properties":{"verdict":{"const":"PASS"}},"required":["verdict"]},
+ "then":{"properties":{"required_actions":{"maxItems":0}}},
+ "else":{"properties":{"reasons":{"minItems":1}}}}`
+
+func TestSchemaViolations(t *testing.T) {
+	tests := []struct {
+		name, schema, instance string
+		want                   []string
+	}{
+		{"valid", guardian, `{"verdict":"PASS","reasons":[],"required_actions":[],"risk_level":"low"}`, []string{}},
+		{"then branch applies: failing keyword inside then", guardian,
+			`{"verdict":"PASS","reasons":[],"required_actions":["RETRIEVE_DB"],"risk_level":"low"}`,
+			[]string{"/required_actions maxItems"}},
+		{"failing if is not a violation; else branch reports", guardian,
+			`{"verdict":"FAIL","reasons":[],"required_actions":[],"risk_level":"low"}`,
+			[]string{"/reasons minItems"}},
+		{"required: one violation per missing member at the object", guardian,
+			`{"verdict":"FAIL","reasons":["x"]}`,
+			[]string{" required", " required"}},
+		{"additionalProperties points at each extra member", guardian,
+			`{"verdict":"FAIL","reasons":["x"],"required_actions":[],"risk_level":"low","zz":1,"a/b":2}`,
+			[]string{"/a~1b additionalProperties", "/zz additionalProperties"}},
+		{"enum and type at depth", `{"type":"object","properties":{"l":{"type":"array","items":{"enum":["x","y"]}},"n":{"type":"integer"}}}`,
+			`{"l":["x","z","y","q"],"n":1.5}`,
+			[]string{"/l/1 enum", "/l/3 enum", "/n type"}},
+		{"oneOf reports itself, not its branches", `{"type":"object","oneOf":[{"required":["a"]},{"required":["b"]}]}`,
+			`{"a":1,"b":2}`, []string{" oneOf"}},
+		{"anyOf reports itself", `{"type":"object","properties":{"v":{"anyOf":[{"type":"string"},{"type":"integer"}]}}}`,
+			`{"v":true}`, []string{"/v anyOf"}},
+		{"not", `{"type":"object","not":{"required":["plan"]}}`, `{"plan":{}}`, []string{" not"}},
+		{"$defs via $ref", `{"type":"object","properties":{"p":{"$ref":"#/$defs/pos"}},"$defs":{"pos":{"type":"number","minimum":0}}}`,
+			`{"p":-1}`, []string{"/p minimum"}},
+		{"recursive $ref", `{"$defs":{"node":{"type":"object","properties":{"kids":{"type":"array","items":{"$ref":"#/$defs/node"}},"v":{"type":"string"}}}},"$ref":"#/$defs/node"}`,
+			`{"kids":[{"kids":[{"v":3}]}]}`, []string{"/kids/0/kids/0/v type"}},
+		{"format is asserted: email", `{"type":"object","properties":{"e":{"type":"string","format":"email"}}}`,
+			`{"e":"not-an-email"}`, []string{"/e format"}},
+		{"format is asserted: date-time", `{"type":"object","properties":{"d":{"type":"string","format":"date-time"}}}`,
+			`{"d":"yesterday"}`, []string{"/d format"}},
+		{"format valid", `{"type":"object","properties":{"d":{"type":"string","format":"date-time"},"u":{"type":"string","format":"uri"}}}`,
+			`{"d":"2026-11-21T09:00:00Z","u":"https://example.com/x"}`, []string{}},
+		{"string bounds", `{"type":"object","properties":{"s":{"type":"string","minLength":1,"maxLength":3}}}`,
+			`{"s":""}`, []string{"/s minLength"}},
+		{"const", `{"type":"object","properties":{"k":{"const":"A"}}}`, `{"k":"B"}`, []string{"/k const"}},
+		{"older draft via $schema", `{"$schema":"http://json-schema.org/draft-07/schema#","type":"object","properties":{"n":{"type":"integer","maximum":3}}}`,
+			`{"n":4}`, []string{"/n maximum"}},
+		{"prefixItems and items false", `{"type":"object","properties":{"t":{"type":"array","prefixItems":[{"type":"string"}],"items":false}}}`,
+			`{"t":["a","b"]}`, []string{"/t/1 items"}},
+		{"big numbers keep precision", `{"type":"object","properties":{"n":{"type":"integer","maximum":9007199254740993}}}`,
+			`{"n":9007199254740994}`, []string{"/n maximum"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := rules(mustSchema(t, tt.schema).Validate(mustValue(t, tt.instance)))
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Fatalf("got %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestRequiredNamesMember(t *testing.T) {
+	vs := SortViolations(mustSchema(t, guardian).Validate(mustValue(t, `{"verdict":"FAIL","reasons":["x"]}`)))
+	var msgs []string
+	for _, v := range vs {
+		msgs = append(msgs, v.Message)
+	}
+	want := []string{`required property "required_actions" is missing`, `required property "risk_level" is missing`}
+	if !reflect.DeepEqual(msgs, want) {
+		t.Fatalf("got %q want %q", msgs, want)
+	}
+}
+
+// The same invalid output must always give the same list, whatever map
+// order the validator used internally.
+func TestViolationsStable(t *testing.T) {
+	s := mustSchema(t, guardian)
+	inst := `{"verdict":"MAYBE","reasons":"no","required_actions":[1,2],"risk_level":"x","e1":1,"e2":2,"e3":3}`
+	first := fmt.Sprint(SortViolations(s.Validate(mustValue(t, inst))))
+	if first == "[]" {
+		t.Fatal("expected violations")
+	}
+	for i := 0; i < 100; i++ {
+		if got := fmt.Sprint(SortViolations(s.Validate(mustValue(t, inst)))); got != first {
+			t.Fatalf("run %d differs:\n%s\n%s", i, got, first)
+		}
+	}
+}
+
+func TestCompileRefusesRemoteAndDanglingRefs(t *testing.T) {
+	for _, doc := range []string{
+		`{"$ref":"https://example.com/schema.json"}`,
+		`{"type":"object","properties":{"a":{"$ref":"http://127.0.0.1:1/x.json"}}}`,
+		`{"type":"object","properties":{"a":{"$ref":"#/$defs/missing"}}}`,
+		`{"type":"object","properties":{"a":{"$ref":"other.json"}}}`,
+	} {
+		_, err := CompileSchema([]byte(doc))
+		if err == nil {
+			t.Errorf("%s: compiled, want refusal", doc)
+			continue
+		}
+		if !errors.Is(err, ErrRemoteRef) && !strings.Contains(err.Error(), "ref") {
+			t.Errorf("%s: error %v does not name the $ref problem", doc, err)
+		}
+	}
+}
+
+func TestCompileErrors(t *testing.T) {
+	for _, doc := range []string{`{`, `[1]`, `"x"`, `{"type":"object","properties":{"a":{"pattern":"(?<"}}}`} {
+		if _, err := CompileSchema([]byte(doc)); err == nil {
+			t.Errorf("%s: compiled, want error", doc)
+		}
+	}
+}
+
+func TestSchemaJSONKeepsFileOrder(t *testing.T) {
+	s := mustSchema(t, "{\n  \"type\": \"object\",\n  \"required\": [\"b\"],\n  \"properties\": {\"b\": {\"description\": \"<a&b>\"}}\n}")
+	if got, want := string(s.JSON()), `{"type":"object","required":["b"],"properties":{"b":{"description":"<a&b>"}}}`; got != want {
+		t.Fatalf("got %s want %s", got, want)
+	}
+}
