@@ -474,12 +474,14 @@ func openObjects(s map[string]any, at string) []string {
 						out = append(out, openObjects(m, at+"/"+k+"/"+contracts.EscapePointerToken(n))...)
 					}
 				}
-			case "items", "additionalProperties", "not", "if", "then", "else", "contains", "unevaluatedProperties", "unevaluatedItems", "propertyNames":
+			// if/then/else/not/contains hold partial schemas that must stay
+			// open (closing an `if` changes what it matches): not warned.
+			case "items", "additionalProperties", "unevaluatedProperties", "unevaluatedItems":
 				out = append(out, openObjects(v, at+"/"+k)...)
 			}
 		case []any:
 			switch k {
-			case "allOf", "anyOf", "oneOf", "prefixItems":
+			case "anyOf", "oneOf", "prefixItems":
 				for i, x := range v {
 					if m, ok := x.(map[string]any); ok {
 						out = append(out, openObjects(m, fmt.Sprintf("%s/%s/%d", at, k, i))...)

@@ -195,6 +195,10 @@ func (s *Schema) collect(r *jsonschema.EvaluationResult, parentKW, loc string, i
 				*out = append(*out, Violation{Kind: KindSchema, Path: loc, Rule: "required",
 					Message: fmt.Sprintf("required property %q is missing", name)})
 			}
+		case kw == "minContains" && !s.hasKeyword(r.SchemaLocation, "minContains"):
+			// The library reports a plain `contains` failure as minContains
+			// (its default of 1); name the keyword the user wrote.
+			*out = append(*out, Violation{Kind: KindSchema, Path: loc, Rule: "contains", Message: "no item matches the contains schema"})
 		default:
 			*out = append(*out, Violation{Kind: KindSchema, Path: loc, Rule: kw, Message: e.Error()})
 		}
@@ -247,6 +251,28 @@ func member(v any, tok string) (any, bool) {
 		return t[i], true
 	}
 	return nil, false
+}
+
+// hasKeyword reports whether the schema at a result's schemaLocation
+// ("#/json/pointer") has kw. Unresolvable locations count as absent.
+func (s *Schema) hasKeyword(schemaLoc, kw string) bool {
+	var v any = s.raw
+	ptr := strings.TrimPrefix(schemaLoc, "#")
+	if ptr != "" {
+		for _, tok := range strings.Split(strings.TrimPrefix(ptr, "/"), "/") {
+			c, ok := member(v, UnescapePointerToken(tok))
+			if !ok {
+				return false
+			}
+			v = c
+		}
+	}
+	m, ok := v.(map[string]any)
+	if !ok {
+		return false
+	}
+	_, has := m[kw]
+	return has
 }
 
 func firstSegment(p string) string {

@@ -86,6 +86,10 @@ func TestSchemaViolations(t *testing.T) {
 			`{"n":4}`, []string{"/n maximum"}},
 		{"prefixItems and items false", `{"type":"object","properties":{"t":{"type":"array","prefixItems":[{"type":"string"}],"items":false}}}`,
 			`{"t":["a","b"]}`, []string{"/t/1 items"}},
+		{"contains names the keyword written", `{"type":"object","properties":{"s":{"type":"array","contains":{"const":"db"}}}}`,
+			`{"s":["doc"]}`, []string{"/s contains"}},
+		{"minContains when written", `{"type":"object","properties":{"s":{"type":"array","contains":{"const":"db"},"minContains":2}}}`,
+			`{"s":["db"]}`, []string{"/s minContains"}},
 		{"big numbers keep precision", `{"type":"object","properties":{"n":{"type":"integer","maximum":9007199254740993}}}`,
 			`{"n":9007199254740994}`, []string{"/n maximum"}},
 	}

@@ -23,10 +23,10 @@ const LeakWords = 12
 // prompt with no words never leaks.
 type PromptLeakIndex struct {
 	prompt string
-	k      int              // shingle length: min(LeakWords, words in prompt)
-	words  []span           // byte ranges of the prompt's words
+	k      int    // shingle length: min(LeakWords, words in prompt)
+	words  []span // byte ranges of the prompt's words
 	table  []slot // open addressing: shingle hash → index of its first word
-	bk     uint64           // hashBase^k, to drop the oldest word while rolling
+	bk     uint64 // hashBase^k, to drop the oldest word while rolling
 }
 
 type span struct{ start, end int32 }
@@ -101,12 +101,12 @@ func (ix *PromptLeakIndex) Leaks(s string) bool {
 		if !ok {
 			return false
 		}
-		slot := n % k
+		pos := n % k
 		h = h*hashBase + w
 		if n >= k {
-			h -= ring[slot].h * ix.bk
+			h -= ring[pos].h * ix.bk
 		}
-		ring[slot].h, ring[slot].start, ring[slot].end = w, start, end
+		ring[pos] = ringSlot{w, start, end}
 		n++
 		if n < k {
 			continue
@@ -274,9 +274,10 @@ func pow(b uint64, e int) uint64 {
 // "prompt_leak" at that string's pointer. An empty Subject.SystemPrompt
 // skips the check (offline check without a route).
 //
-// Indexes are cached per prompt text: most routes render the same system
-// prompt for every request, and those that embed the input still repeat
-// within a retry sequence. The cache is small and bounded.
+// Indexes are cached per prompt text, because most routes render the same
+// system prompt for every request. Prompts that embed the input mostly miss;
+// the cache is bounded so they cannot grow it, and building an index for a
+// 2 KB prompt costs about as much as one check.
 type PromptLeakPolicy struct {
 	mu    sync.RWMutex
 	cache map[string]*PromptLeakIndex

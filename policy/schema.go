@@ -7,7 +7,6 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"unsafe"
 
 	"github.com/contractd/contractd/contracts"
 )
@@ -52,7 +51,7 @@ const (
 )
 
 type memoKey struct {
-	node  unsafe.Pointer
+	node  uintptr // the map's identity; the schema keeps it alive
 	depth int
 }
 
@@ -79,7 +78,7 @@ func (m *schemaMatcher) match(node any, d int) reach {
 	if d == len(m.p.tokens) {
 		return reachYes
 	}
-	key := memoKey{reflect.ValueOf(n).UnsafePointer(), d}
+	key := memoKey{reflect.ValueOf(n).Pointer(), d}
 	if r, seen := m.memo[key]; seen {
 		return r
 	}

@@ -1,0 +1,260 @@
+package config
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/contractd/contractd/retry"
+)
+
+func loadFull(t *testing.T) *Runtime {
+	t.Helper()
+	t.Setenv("CONTRACTD_TEST_BASE", "http://127.0.0.1:9999")
+	rt, err := Load("testdata/full.yaml")
+	if err != nil {
+		t.Fatalf("load: %v", err)
+	}
+	return rt
+}
+
+func TestLoadFullConfig(t *testing.T) {
+	rt := loadFull(t)
+	up := rt.Upstreams["openai"]
+	if up.BaseURL != "http://127.0.0.1:9999/v1" {
+		t.Errorf("${VAR} not expanded: %q", up.BaseURL)
+	}
+	if up.MaxTokensParam != "max_completion_tokens" || up.MaxRetries != 2 || up.Timeout.Seconds() != 60 {
+		t.Errorf("upstream settings: %+v", up)
+	}
+	abs, _ := filepath.Abs("testdata/audit.jsonl")
+	if rt.Audit.Path != abs {
+		t.Errorf("audit path %q not relative to the config file (want %q)", rt.Audit.Path, abs)
+	}
+	r := rt.Routes["classify-email"]
+	if r.Contract.Name != "classify_v1" || r.Prompt.Name != "classify_email" || *r.Seed != 7 || r.MaxOutputTokens != 800 {
+		t.Errorf("route: %+v", r)
+	}
+	if want := retry.DefaultPlan(0.7); !reflect.DeepEqual(r.Plan, want) {
+		t.Errorf("default plan %+v, want %+v", r.Plan, want)
+	}
+	if got := rt.Routes["Guardian-Report"].Plan; len(got) != 3 || got[1].Shorten == nil || got[1].Shorten.Keep != retry.KeepHeadTail || got[2].Temperature != 0 {
+		t.Errorf("explicit plan: %+v", got)
+	}
+	if !rt.Routes["raw-chat"].Passthrough {
+		t.Error("raw-chat should pass through")
+	}
+	if len(rt.RouteList) != 4 || rt.RouteList[0].Name != "classify-email" {
+		t.Errorf("route order: %v", rt.RouteList)
+	}
+}
+
+// viper lowercases map keys; names and schema properties must keep case.
+func TestNamesAreCaseSensitive(t *testing.T) {
+	rt := loadFull(t)
+	if rt.Labels["Guardian-Report"][0] != "PASS" || rt.Labels["guardian-report"][0] != "FAIL" {
+		t.Errorf("label sets collapsed: %v", rt.Labels)
+	}
+	up, lo := rt.Contracts["Guardian-Report"], rt.Contracts["guardian-report"]
+	if up == nil || lo == nil || up == lo {
+		t.Fatal("contracts collapsed")
+	}
+	if !strings.Contains(string(up.Schema.JSON()), `"Verdict"`) || !strings.Contains(string(lo.Schema.JSON()), `"verdict"`) {
+		t.Errorf("schema keys lost case: %s / %s", up.Schema.JSON(), lo.Schema.JSON())
+	}
+	if rt.Routes["Guardian-Report"].Temperature != 0.2 || rt.Routes["guardian-report"].Temperature != 1 {
+		t.Error("routes collapsed")
+	}
+	if rt.Prompts["classify_email"].ExampleInput.(map[string]any)["Subject"] != "Broken window" {
+		t.Error("example_input keys lost case")
+	}
+}
+
+// ${VAR} is content outside server/audit/upstreams: never expanded.
+func TestEnvExpansionScope(t *testing.T) {
+	rt := loadFull(t)
+	s, err := rt.Routes["Guardian-Report"].Prompt.RenderSystem(contractsData())
+	if err != nil || s != "Upper ${NOT_EXPANDED}" {
+		t.Errorf("prompt content changed: %q %v", s, err)
+	}
+}
+
+func TestSchemaPrintedCompactInFileOrder(t *testing.T) {
+	rt := loadFull(t)
+	r := rt.Routes["classify-email"]
+	s, err := r.Prompt.RenderSystem(exampleData(r))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(s, `{"type":"object","additionalProperties":false,"required":["intents","primary_intent"],`) {
+		t.Errorf("schema not compact in file order:\n%s", s)
+	}
+	if !strings.HasSuffix(s, "}\n") {
+		t.Errorf("the | block's final newline was lost: %q", s[len(s)-5:])
+	}
+}
+
+// problemsOf loads YAML text and returns "path: message" lines.
+func problemsOf(t *testing.T, yaml string, env map[string]string) []string {
+	t.Helper()
+	dir := t.TempDir()
+	_ = os.MkdirAll(filepath.Join(dir, "schemas"), 0o755)
+	_ = os.WriteFile(filepath.Join(dir, "schemas", "ok.json"), []byte(`{"type":"object","additionalProperties":false,"properties":{"a":{"type":"string"}}}`), 0o644)
+	_ = os.WriteFile(filepath.Join(dir, "schemas", "remote.json"), []byte(`{"type":"object","properties":{"a":{"$ref":"https://example.com/s.json"}}}`), 0o644)
+	for k, v := range env {
+		t.Setenv(k, v)
+	}
+	path := filepath.Join(dir, "c.yaml")
+	if err := os.WriteFile(path, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Load(path)
+	if err == nil {
+		return nil
+	}
+	var ce *Error
+	if !errors.As(err, &ce) {
+		t.Fatalf("not a config error: %v", err)
+	}
+	var out []string
+	for _, p := range ce.Problems {
+		if p.File != path {
+			t.Errorf("problem does not name the file: %+v", p)
+		}
+		out = append(out, p.Path+": "+p.Message)
+	}
+	return out
+}
+
+const base = `
+upstreams: [{name: up, base_url: "http://127.0.0.1:1/v1"}]
+labels: [{name: intent, values: [a, b]}]
+prompts:
+  - name: p
+    system: "S {{ schema }}"
+contracts:
+  - name: k
+    schema_file: schemas/ok.json
+`
+
+func TestValidateProblems(t *testing.T) {
+	tests := []struct {
+		name, yaml string
+		want       string // substring of one problem line
+	}{
+		{"unknown top-level key", base + "bogus: 1\n", `bogus: unknown key "bogus"`},
+		{"unknown nested key names its path", base + "routes: [{name: r, upstream: up, model: m, prompt: p, contract: k, temperature: 1, retry: [{temperature: 0, shorten: {ratio: 0.5, kep: head}}]}]\n",
+			`routes[0].retry[0].shorten.kep: unknown key "kep"`},
+		{"unset env var", "server: {listen: \"${NOPE_NOT_SET}\"}\n" + base, `server.listen: environment variable NOPE_NOT_SET is not set`},
+		{"dangling upstream", base + "routes: [{name: r, upstream: nope, model: m, prompt: p, contract: k, temperature: 1}]\n", `routes[0].upstream: unknown upstream "nope"`},
+		{"dangling prompt", base + "routes: [{name: r, upstream: up, model: m, prompt: nope, contract: k, temperature: 1}]\n", `routes[0].prompt: unknown prompt "nope"`},
+		{"dangling contract", base + "routes: [{name: r, upstream: up, model: m, prompt: p, contract: nope, temperature: 1}]\n", `routes[0].contract: unknown contract "nope"`},
+		{"dangling label set", base + "  - name: k2\n    schema_file: schemas/ok.json\n    policies: {labels: [{path: /a, set: nope}]}\n", `unknown label set "nope"`},
+		{"temperature required", base + "routes: [{name: r, upstream: up, model: m, prompt: p, contract: k}]\n", `routes[0].temperature: temperature is required`},
+		{"schema does not compile", base + "  - name: k2\n    schema: {type: object, properties: {a: {pattern: \"(?<\"}}}\n", `contracts[1].schema:`},
+		{"remote $ref refused", base + "  - name: k2\n    schema_file: schemas/remote.json\n", `remote or unresolved $ref`},
+		{"missing schema file", base + "  - name: k2\n    schema_file: schemas/missing.json\n", `contracts[1].schema_file: cannot read schemas/missing.json`},
+		{"template does not parse", strings.Replace(base, "contracts:", "  - name: p2\n    system: \"{{ .Input \"\ncontracts:", 1), `prompts[1]: template does not parse`},
+		{"template does not render with example_input", `
+upstreams: [{name: up, base_url: "http://127.0.0.1:1/v1"}]
+prompts:
+  - name: p
+    input_schema: {type: object, properties: {a: {type: string}}}
+    example_input: {a: x}
+    system: "S"
+    user: "{{ .Input.missing }}"
+contracts: [{name: k, schema_file: schemas/ok.json}]
+routes: [{name: r, upstream: up, model: m, prompt: p, contract: k, temperature: 1}]
+`, `does not render with example_input`},
+		{"example_input must match input_schema", `
+upstreams: [{name: up, base_url: "http://127.0.0.1:1/v1"}]
+prompts:
+  - name: p
+    input_schema: {type: object, required: [a], properties: {a: {type: string}}}
+    example_input: {a: 3}
+    system: "S"
+contracts: [{name: k, schema_file: schemas/ok.json}]
+`, `example_input: does not match input_schema`},
+		{"bad regex", base + "  - name: k2\n    schema_file: schemas/ok.json\n    policies: {forbidden: [{name: f, path: /a, pattern: \"(\"}]}\n", `pattern: bad regex`},
+		{"policy path cannot match schema", base + "  - name: k2\n    schema_file: schemas/ok.json\n    policies: {questions: [{path: /nope, max: 0}]}\n", `path "/nope" cannot match anything the schema allows`},
+		{"duplicate names", base + "  - name: k\n    schema_file: schemas/ok.json\n", `duplicate contract name "k"`},
+		{"bad name", base + "  - name: \"has space\"\n    schema_file: schemas/ok.json\n", `invalid contract name "has space"`},
+		{"bad enum value", base + "routes: [{name: r, upstream: up, model: m, prompt: p, contract: k, temperature: 1, response_format: xml}]\n", `unknown response_format "xml"`},
+		{"bad type", base + "routes: [{name: r, upstream: up, model: m, prompt: p, contract: k, temperature: hot}]\n", `routes[0].temperature: must be a number`},
+		{"bad duration", "server: {request_timeout: soon}\n" + base, `server.request_timeout: invalid duration "soon"`},
+		{"passthrough takes no contract", base + "routes: [{name: r, upstream: up, model: m, passthrough: true, contract: k}]\n", `passthrough routes forward requests untouched`},
+		{"questions needs exactly one bound", base + "  - name: k2\n    schema_file: schemas/ok.json\n    policies: {questions: [{path: /a}]}\n", `give exactly one of exactly or max`},
+		{"bad yaml", "server: [\n", `invalid YAML`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := problemsOf(t, tt.yaml, nil)
+			for _, g := range got {
+				if strings.Contains(g, tt.want) {
+					return
+				}
+			}
+			t.Errorf("no problem containing %q; got:\n  %s", tt.want, strings.Join(got, "\n  "))
+		})
+	}
+}
+
+func TestProblemsCarryLineNumbers(t *testing.T) {
+	_, err := LoadBytes("c.yaml", []byte("upstreams:\n  - name: up\n    base_url: \"http://x/v1\"\n    tiemout: 3s\n"))
+	var ce *Error
+	if !errors.As(err, &ce) || len(ce.Problems) != 1 {
+		t.Fatalf("want one problem, got %v", err)
+	}
+	if p := ce.Problems[0]; p.Line != 4 || p.String() != `c.yaml:4: upstreams[0].tiemout: unknown key "tiemout"` {
+		t.Errorf("got %q (line %d)", p.String(), p.Line)
+	}
+}
+
+func TestWarnings(t *testing.T) {
+	rt, err := LoadBytes(filepath.Join(t.TempDir(), "c.yaml"), []byte(`
+upstreams: [{name: up, base_url: "http://127.0.0.1:1/v1"}]
+prompts: [{name: unused, system: "x"}, {name: p, system: "x"}]
+contracts: [{name: k, schema: {type: object, properties: {a: {type: object}, n: {type: integer, format: int32}}}}]
+routes: [{name: r, upstream: up, model: m, prompt: p, contract: k, temperature: 1}]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ws []string
+	for _, w := range rt.Warnings {
+		ws = append(ws, w.Path+": "+w.Message)
+	}
+	all := strings.Join(ws, "\n")
+	for _, want := range []string{`object schema at "#" allows extra keys`, `object schema at "#/properties/a" allows extra keys`,
+		`prompt "unused" is not used by any route`, `unknown format(s) int32`} {
+		if !strings.Contains(all, want) {
+			t.Errorf("missing warning %q in:\n%s", want, all)
+		}
+	}
+}
+
+// A config may hold contracts and labels alone, for offline check.
+func TestContractsOnlyConfig(t *testing.T) {
+	rt, err := LoadBytes("c.yaml", []byte("labels: [{name: l, values: [x]}]\ncontracts: [{name: k, schema: {type: object, additionalProperties: false}}]\n"))
+	if err != nil || rt.Contracts["k"] == nil || len(rt.Routes) != 0 {
+		t.Fatalf("contracts-only config: %v", err)
+	}
+}
+
+func TestResolve(t *testing.T) {
+	t.Setenv(EnvConfig, "")
+	os.Unsetenv(EnvConfig)
+	if got := Resolve(""); got != DefaultFile {
+		t.Errorf("default: %q", got)
+	}
+	t.Setenv(EnvConfig, "/etc/x.yaml")
+	if got := Resolve(""); got != "/etc/x.yaml" {
+		t.Errorf("env: %q", got)
+	}
+	if got := Resolve("flag.yaml"); got != "flag.yaml" {
+		t.Errorf("flag: %q", got)
+	}
+}
