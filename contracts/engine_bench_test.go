@@ -1,0 +1,126 @@
+package contracts_test
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/contractd/contractd/contracts"
+	"github.com/contractd/contractd/policy"
+	"github.com/kaptinlin/jsonschema"
+)
+
+// benchSchema is ClassifyLLMOutput-like: nested objects, enums, bounds,
+// additionalProperties false everywhere.
+const benchSchema = `{"type":"object","additionalProperties":false,
+"required":["intents","primary_intent","product_line","urgency","risk_flags"],
+"$defs":{"scored":{"type":"object","additionalProperties":false,"required":["label","confidence","evidence_snippets"],
+  "properties":{"label":{"type":"string","enum":["claim_report","billing_question","complaint","other","motor","home","travel","low","normal","high","fraud_suspected","legal_threat","vulnerable_customer"]},
+   "confidence":{"type":"number","minimum":0,"maximum":1},
+   "evidence_snippets":{"type":"array","maxItems":5,"items":{"type":"string","minLength":1,"maxLength":200}}}}},
+"properties":{
+ "intents":{"type":"array","minItems":1,"maxItems":5,"items":{"$ref":"#/$defs/scored"}},
+ "primary_intent":{"type":"string","enum":["claim_report","billing_question","complaint","other"]},
+ "product_line":{"$ref":"#/$defs/scored"},
+ "urgency":{"$ref":"#/$defs/scored"},
+ "risk_flags":{"type":"array","maxItems":5,"items":{"$ref":"#/$defs/scored"}}}}`
+
+// benchOutput is a ~1.5 KB valid output.
+const benchOutput = `{"intents":[{"label":"claim_report","confidence":0.92,"evidence_snippets":["my kitchen window broke during the storm last night","I would like to file a claim"]},{"label":"billing_question","confidence":0.41,"evidence_snippets":["Also why was my premium higher this month"]}],"primary_intent":"claim_report","product_line":{"label":"home","confidence":0.88,"evidence_snippets":["my kitchen window broke during the storm last night","policy number HX-2291-7730"]},"urgency":{"label":"high","confidence":0.77,"evidence_snippets":["rain is coming in and the children sleep next door","Please send someone today"]},"risk_flags":[{"label":"vulnerable_customer","confidence":0.55,"evidence_snippets":["rain is coming in and the children sleep next door"]},{"label":"legal_threat","confidence":0.12,"evidence_snippets":["I will talk to my lawyer if nothing happens"]}]}`
+
+const benchSource = `Hello, my kitchen window broke during the storm last night and rain is coming in and the children sleep next door. I would like to file a claim, policy number HX-2291-7730. Please send someone today. Also why was my premium higher this month? I will talk to my lawyer if nothing happens. Regards, Jane`
+
+func benchContract(b *testing.B) (*contracts.Contract, *contracts.Subject) {
+	s, err := contracts.CompileSchema([]byte(benchSchema))
+	if err != nil {
+		b.Fatal(err)
+	}
+	labels := []string{"claim_report", "billing_question", "complaint", "other", "motor", "home", "travel", "low", "normal", "high", "fraud_suspected", "legal_threat", "vulnerable_customer"}
+	var pols []contracts.Policy
+	for _, p := range []string{"/intents/*/label", "/primary_intent", "/product_line/label", "/urgency/label", "/risk_flags/*/label"} {
+		pol, err := policy.NewLabels(p, "all", labels)
+		if err != nil {
+			b.Fatal(err)
+		}
+		pols = append(pols, pol)
+	}
+	for _, p := range []string{"/intents/*/evidence_snippets/*", "/product_line/evidence_snippets/*", "/urgency/evidence_snippets/*", "/risk_flags/*/evidence_snippets/*"} {
+		pol, err := policy.NewEvidence(p, "/body")
+		if err != nil {
+			b.Fatal(err)
+		}
+		pols = append(pols, pol)
+	}
+	k := &contracts.Contract{Name: "bench", Schema: s, Mode: contracts.ModeStrict,
+		Limits: contracts.Limits{MaxBytes: 65536, MaxDepth: contracts.DefaultMaxDepth}, Policies: pols}
+	subj := &contracts.Subject{Input: map[string]any{"subject": "Broken window", "body": benchSource}}
+	if res := k.Check(benchOutput, subj); !res.Valid {
+		b.Fatalf("bench output must be valid: %v", res.Violations)
+	}
+	return k, subj
+}
+
+// BenchmarkBareValidateJSON is the baseline: kaptinlin's own parse and
+// validation of the same bytes, with no extraction, normalisation or policies.
+func BenchmarkBareValidateJSON(b *testing.B) {
+	c := jsonschema.NewCompiler()
+	c.SetAssertFormat(true)
+	s, err := c.Compile([]byte(benchSchema))
+	if err != nil {
+		b.Fatal(err)
+	}
+	data := []byte(benchOutput)
+	b.SetBytes(int64(len(data)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if r := s.ValidateJSON(data); !r.IsValid() {
+			b.Fatal("invalid")
+		}
+	}
+}
+
+// BenchmarkCheckSchemaOnly is the engine without policies: strict
+// extraction (duplicate keys, depth, UTF-8) plus schema validation.
+func BenchmarkCheckSchemaOnly(b *testing.B) {
+	k, subj := benchContract(b)
+	k.Policies = nil
+	b.SetBytes(int64(len(benchOutput)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if res := k.Check(benchOutput, subj); !res.Valid {
+			b.Fatal("invalid")
+		}
+	}
+}
+
+// BenchmarkCheckFull is the whole check: extraction, schema, labels on 5
+// paths and evidence lookups with offsets and hashes on 4 paths.
+func BenchmarkCheckFull(b *testing.B) {
+	k, subj := benchContract(b)
+	b.SetBytes(int64(len(benchOutput)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if res := k.Check(benchOutput, subj); !res.Valid {
+			b.Fatal("invalid")
+		}
+	}
+}
+
+// BenchmarkCheckInvalid measures the reject path (violations normalised,
+// sorted) on an output with several schema and policy failures.
+func BenchmarkCheckInvalid(b *testing.B) {
+	k, subj := benchContract(b)
+	var v map[string]any
+	_ = json.Unmarshal([]byte(benchOutput), &v)
+	v["primary_intent"] = "nope"
+	v["extra"] = true
+	v["urgency"].(map[string]any)["confidence"] = 3
+	bad, _ := json.Marshal(v)
+	out := string(bad)
+	b.SetBytes(int64(len(out)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if res := k.Check(out, subj); res.Valid {
+			b.Fatal("valid")
+		}
+	}
+}
