@@ -42,17 +42,19 @@ var failRank = map[string]int{RuleNotJSON: 0, RuleTopLevelNotObj: 1, RuleInvalid
 const maxRepairBytes = 32 << 10
 
 // Extract finds the JSON object in a model's output according to mode (SPEC
-// §4, §9). Exactly one result is meaningful: the accepted object, or a
-// non-empty list of parse violations (path "").
+// §4, §9; any mode other than lenient and repair is strict, the default).
+// Exactly one result is meaningful: the accepted object, or a non-empty list
+// of parse violations (path ""). hasTextProperty disables the lenient
+// {"text": …} unwrapping for schemas that declare a top-level "text".
 func Extract(content string, mode Mode, lim Limits, hasTextProperty bool) (Extracted, []Violation) {
 	if lim.MaxBytes > 0 && len(content) > lim.MaxBytes {
-		return reject(parseViolation(RuleTooLarge, fmt.Sprintf("output is %d bytes, over the limit of %d", len(content), lim.MaxBytes)))
+		return rejectParse(parseViolation(RuleTooLarge, fmt.Sprintf("output is %d bytes, over the limit of %d", len(content), lim.MaxBytes)))
 	}
 	if strings.TrimSpace(content) == "" {
-		return reject(parseViolation(RuleEmptyOutput, "output is empty"))
+		return rejectParse(parseViolation(RuleEmptyOutput, "output is empty"))
 	}
 	if !utf8.ValidString(content) {
-		return reject(parseViolation(RuleInvalidUTF8, fmt.Sprintf("output is not valid UTF-8 (at byte %d)", invalidUTF8At(content))))
+		return rejectParse(parseViolation(RuleInvalidUTF8, fmt.Sprintf("output is not valid UTF-8 (at byte %d)", invalidUTF8At(content))))
 	}
 	x := extractor{maxDepth: lim.MaxDepth, repair: mode == ModeRepair}
 	if x.maxDepth <= 0 {
@@ -65,7 +67,7 @@ func Extract(content string, mode Mode, lim Limits, hasTextProperty bool) (Extra
 	return x.strict(content)
 }
 
-func reject(v *Violation) (Extracted, []Violation) { return Extracted{}, []Violation{*v} }
+func rejectParse(v *Violation) (Extracted, []Violation) { return Extracted{}, []Violation{*v} }
 
 func invalidUTF8At(s string) int {
 	for i, r := range s {
@@ -95,17 +97,17 @@ func (x *extractor) strict(content string) (Extracted, []Violation) {
 		if m, ok := v.(map[string]any); ok {
 			return Extracted{JSON: b, Value: m}, nil
 		}
-		return reject(parseViolation(RuleTopLevelNotObj, "the output is a JSON "+kindName(v)+", not an object"))
+		return rejectParse(parseViolation(RuleTopLevelNotObj, "the output is a JSON "+jsonKindName(v)+", not an object"))
 	case viol != nil && viol.Rule != RuleNotJSON:
-		return reject(viol) // duplicate_key, too_deep, invalid_utf8 (lone surrogate escapes)
+		return rejectParse(viol) // duplicate_key, too_deep, invalid_utf8 (lone surrogate escapes)
 	case viol == nil && t[0] == '{':
-		return reject(parseViolation(RuleProseAroundJSON, fmt.Sprintf("text follows the JSON object (at byte %d)", base+n)))
+		return rejectParse(parseViolation(RuleProseAroundJSON, fmt.Sprintf("text follows the JSON object (at byte %d)", base+n)))
 	}
 	if c, _, ok := firstFence(t); ok && startsJSON(c) {
-		return reject(parseViolation(RuleMarkdownFence, "the JSON is wrapped in a markdown code fence"))
+		return rejectParse(parseViolation(RuleMarkdownFence, "the JSON is wrapped in a markdown code fence"))
 	}
 	if viol != nil && startsJSON(t) {
-		return reject(viol) // broken JSON, not JSON inside prose
+		return rejectParse(viol) // broken JSON, not JSON inside prose
 	}
 	found := false
 	scanObjects(t, func(s, e int) bool {
@@ -114,9 +116,9 @@ func (x *extractor) strict(content string) (Extracted, []Violation) {
 		return !found
 	})
 	if found {
-		return reject(parseViolation(RuleProseAroundJSON, "the JSON object is surrounded by other text"))
+		return rejectParse(parseViolation(RuleProseAroundJSON, "the JSON object is surrounded by other text"))
 	}
-	return reject(parseViolation(RuleNotJSON, "the output is not a JSON object"))
+	return rejectParse(parseViolation(RuleNotJSON, "the output is not a JSON object"))
 }
 
 // startsJSON reports whether s, trimmed, opens an object or array.
@@ -125,15 +127,16 @@ func startsJSON(s string) bool {
 	return t != "" && (t[0] == '{' || t[0] == '[')
 }
 
-// lenient tries, in order: the whole text as one object (or a {"text": …}
-// wrapper, whose string goes through the remaining steps), the first fenced
-// block, each balanced {…} in the text; repair mode then retries the
-// candidates that failed to parse through the repair library. A clean
-// whole-text object is taken first because searching inside it would find
-// fences and braces in its strings.
+// lenient tries, in order: the whole text as one JSON value (an object, or a
+// {"text": …} wrapper whose string goes through the remaining steps), the
+// first fenced block, each balanced {…} in the text; repair mode then
+// retries, in the same order, the candidates that failed to parse, through
+// the repair library. The whole text goes first because a text that is JSON
+// is not prose: searching inside it would find fences and braces in its
+// strings, or pick one object out of an array.
 func (x *extractor) lenient(text string, wrapperOK bool) (Extracted, []Violation) {
 	if strings.TrimSpace(text) == "" { // only reachable through the wrapper
-		return reject(parseViolation(RuleEmptyOutput, `the {"text": …} wrapper's string is empty`))
+		return rejectParse(parseViolation(RuleEmptyOutput, `the {"text": …} wrapper's string is empty`))
 	}
 	t, base := trimWS(text)
 	whole := []byte(t)
@@ -142,8 +145,9 @@ func (x *extractor) lenient(text string, wrapperOK bool) (Extracted, []Violation
 	case viol == nil && n == len(whole):
 		m, ok := v.(map[string]any)
 		if !ok {
-			x.note(parseViolation(RuleTopLevelNotObj, "the output is a JSON "+kindName(v)+", not an object"))
-			break
+			// The model answered JSON of the wrong shape: picking an object
+			// out of an array would hide that.
+			return rejectParse(parseViolation(RuleTopLevelNotObj, "the output is a JSON "+jsonKindName(v)+", not an object"))
 		}
 		if s, isStr := m["text"].(string); isStr && wrapperOK && len(m) == 1 {
 			return x.lenient(s, false)
@@ -153,7 +157,7 @@ func (x *extractor) lenient(text string, wrapperOK bool) (Extracted, []Violation
 		if viol.Rule != RuleNotJSON {
 			// The text is one object or array that is wrong in itself: not
 			// a container of other candidates.
-			return reject(viol)
+			return rejectParse(viol)
 		}
 		x.note(viol)
 	}
@@ -209,9 +213,9 @@ func (x *extractor) lenient(text string, wrapperOK bool) (Extracted, []Violation
 		}
 	}
 	if x.fail == nil {
-		return reject(parseViolation(RuleNotJSON, "no JSON object found in the output"))
+		return rejectParse(parseViolation(RuleNotJSON, "no JSON object found in the output"))
 	}
-	return reject(x.fail)
+	return rejectParse(x.fail)
 }
 
 // decode decodes one candidate object, noting why it failed.
@@ -223,7 +227,7 @@ func (x *extractor) decode(b []byte, base int) (map[string]any, *Violation) {
 		case !isWS(b[n:]):
 			viol = parseViolation(RuleNotJSON, fmt.Sprintf("unexpected text after the JSON value at byte %d", base+n))
 		case !ok:
-			viol = parseViolation(RuleTopLevelNotObj, "the output is a JSON "+kindName(v)+", not an object")
+			viol = parseViolation(RuleTopLevelNotObj, "the output is a JSON "+jsonKindName(v)+", not an object")
 		default:
 			return m, nil
 		}

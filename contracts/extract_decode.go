@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"unsafe"
 
 	"github.com/go-json-experiment/json/jsontext"
 )
@@ -27,7 +28,7 @@ func decodeObject(b []byte, maxDepth int) (map[string]any, *Violation) {
 	}
 	m, ok := v.(map[string]any)
 	if !ok {
-		return nil, parseViolation(RuleTopLevelNotObj, "the output is a JSON "+kindName(v)+", not an object")
+		return nil, parseViolation(RuleTopLevelNotObj, "the output is a JSON "+jsonKindName(v)+", not an object")
 	}
 	return m, nil
 }
@@ -40,16 +41,17 @@ func decodeValue(b []byte, base, maxDepth int) (v any, n int, viol *Violation) {
 	if maxDepth <= 0 {
 		maxDepth = DefaultMaxDepth
 	}
-	d := decoderPool.Get().(*decoder)
+	d := objDecoderPool.Get().(*objDecoder)
 	// A *bytes.Buffer source lets jsontext parse b in place, without copying.
 	d.buf = *bytes.NewBuffer(b)
 	d.dec.Reset(&d.buf, decodeOpts)
+	d.size = len(b)
 	v, viol = d.run(base, maxDepth)
 	n = int(d.dec.InputOffset())
 	// Drop every reference into b and the decoded values before pooling.
 	d.buf = bytes.Buffer{}
 	d.dec.Reset(&d.buf, decodeOpts)
-	decoderPool.Put(d)
+	objDecoderPool.Put(d)
 	return v, n, viol
 }
 
@@ -57,75 +59,104 @@ func decodeValue(b []byte, base, maxDepth int) (v any, n int, viol *Violation) {
 // than jsontext's own name tracking.
 var decodeOpts = jsontext.AllowDuplicateNames(true)
 
-var decoderPool = sync.Pool{New: func() any { return new(decoder) }}
+var objDecoderPool = sync.Pool{New: func() any { return new(objDecoder) }}
 
-type decoder struct {
+type objDecoder struct {
 	buf   bytes.Buffer
 	dec   jsontext.Decoder
-	stack []frame
+	stack []decodeFrame
+	vals  []any
+	arena []byte
+	size  int // of the input, to size arena chunks
 }
 
-// frame is one open container: obj is non-nil for objects, whose member name
-// waits in name (named set) until its value is complete.
-type frame struct {
-	obj   map[string]any
-	arr   []any
-	name  string
-	named bool
+// decodeFrame is one open container. obj is non-nil for objects, whose member name
+// waits in name (named set) until its value is complete. An array's n
+// elements so far sit in the decoder's vals from start, so that each array
+// is allocated once, at its exact size.
+type decodeFrame struct {
+	obj      map[string]any
+	start, n int
+	name     string
+	named    bool
 }
 
 // run is an explicit-stack token loop, so depth costs heap, not goroutine
 // stack, and the depth check comes before a container is entered.
-func (d *decoder) run(base, maxDepth int) (any, *Violation) {
+func (d *objDecoder) run(base, maxDepth int) (any, *Violation) {
 	st := d.stack[:0]
-	defer func() { clear(st[:cap(st)]); d.stack = st[:0] }()
-	for {
-		tok, err := d.dec.ReadToken()
-		if err != nil {
-			return nil, syntaxViolation(err, base)
+	d.arena = nil
+	defer func() {
+		// Popped frames linger past len(st); vals is cleared as it shrinks.
+		clear(st[:cap(st)])
+		clear(d.vals)
+		d.stack, d.vals, d.arena = st[:0], d.vals[:0], nil
+		if cap(st) > 1024 || cap(d.vals) > 1<<16 { // not worth pooling
+			d.stack, d.vals = nil, nil
 		}
+	}()
+	for {
 		var v any
-		switch tok.Kind() {
-		case '{', '[':
-			if len(st) >= maxDepth {
-				return nil, parseViolation(RuleTooDeep, fmt.Sprintf("nesting deeper than %d levels at %s", maxDepth, framesPointer(st)))
+		switch k := d.dec.PeekKind(); k {
+		case '"', '0':
+			// Read raw and copied into an arena: one allocation for all
+			// strings and numbers instead of one each.
+			raw, err := d.dec.ReadValue()
+			if err != nil {
+				return nil, syntaxViolation(err, base)
 			}
-			if tok.Kind() == '{' {
-				st = append(st, frame{obj: map[string]any{}})
-			} else {
-				st = append(st, frame{arr: []any{}}) // non-nil: [] stays [] when re-encoded
+			if k == '0' {
+				v = json.Number(d.str(raw, false))
+				break
 			}
-			continue
-		case '}':
-			v = st[len(st)-1].obj
-			st = st[:len(st)-1]
-		case ']':
-			v = st[len(st)-1].arr
-			st = st[:len(st)-1]
-		case '"':
+			s := d.str(raw, true)
 			// jsontext enforces that names and values alternate, so in an
 			// object without a pending name a string is the next name.
-			s := tok.String()
 			if top := len(st) - 1; top >= 0 && st[top].obj != nil && !st[top].named {
 				st[top].name, st[top].named = s, true
 				continue
 			}
 			v = s
-		case '0':
-			v = json.Number(tok.String())
-		case 't':
-			v = true
-		case 'f':
-			v = false
-		case 'n':
-			v = nil
+		default:
+			tok, err := d.dec.ReadToken()
+			if err != nil {
+				return nil, syntaxViolation(err, base)
+			}
+			switch tok.Kind() {
+			case '{', '[':
+				if len(st) >= maxDepth {
+					return nil, parseViolation(RuleTooDeep, fmt.Sprintf("nesting deeper than %d levels at %s", maxDepth, framesPointer(st)))
+				}
+				if tok.Kind() == '{' {
+					st = append(st, decodeFrame{obj: map[string]any{}})
+				} else {
+					st = append(st, decodeFrame{start: len(d.vals)})
+				}
+				continue
+			case '}':
+				v = st[len(st)-1].obj
+				st = st[:len(st)-1]
+			case ']':
+				f := st[len(st)-1]
+				a := make([]any, f.n) // non-nil even when empty: [] stays []
+				copy(a, d.vals[f.start:])
+				clear(d.vals[f.start:])
+				d.vals = d.vals[:f.start]
+				v = a
+				st = st[:len(st)-1]
+			case 't':
+				v = true
+			case 'f':
+				v = false
+			}
 		}
 		if len(st) == 0 {
 			return v, nil
 		}
 		top := &st[len(st)-1]
 		if top.obj == nil {
-			top.arr = append(top.arr, v)
+			d.vals = append(d.vals, v)
+			top.n++
 			continue
 		}
 		top.named = false
@@ -139,16 +170,36 @@ func (d *decoder) run(base, maxDepth int) (any, *Violation) {
 	}
 }
 
+// str copies a raw number, or a raw string unquoted, into the arena. The
+// arena is fresh per decode and never written twice, so strings may alias it.
+func (d *objDecoder) str(raw []byte, quoted bool) string {
+	n := len(raw) // unquoting never lengthens
+	if cap(d.arena)-len(d.arena) < n {
+		d.arena = make([]byte, 0, max(n, min(d.size, 32<<10)))
+	}
+	start := len(d.arena)
+	if quoted {
+		// raw was validated by ReadValue, so this cannot fail.
+		d.arena, _ = jsontext.AppendUnquote(d.arena, raw)
+	} else {
+		d.arena = append(d.arena, raw...)
+	}
+	if len(d.arena) == start {
+		return ""
+	}
+	return unsafe.String(&d.arena[start], len(d.arena)-start)
+}
+
 // framesPointer is the JSON Pointer of the value being built in the innermost
-// frame of st (of st's next child, to be exact).
-func framesPointer(st []frame) string {
+// decodeFrame of st (of st's next child, to be exact).
+func framesPointer(st []decodeFrame) string {
 	var sb strings.Builder
 	for i := range st {
 		sb.WriteByte('/')
 		if st[i].obj != nil {
 			sb.WriteString(EscapePointerToken(st[i].name))
 		} else {
-			sb.WriteString(strconv.Itoa(len(st[i].arr)))
+			sb.WriteString(strconv.Itoa(st[i].n))
 		}
 	}
 	return sb.String()
@@ -178,7 +229,7 @@ func parseViolation(rule, msg string) *Violation {
 	return &Violation{Kind: KindParse, Path: "", Rule: rule, Message: msg}
 }
 
-func kindName(v any) string {
+func jsonKindName(v any) string {
 	switch v.(type) {
 	case []any:
 		return "array"
