@@ -88,10 +88,55 @@ type bpeCounter struct {
 }
 
 func (b *bpeCounter) Count(s string) int {
-	if s == "" {
-		return 0
+	n := 0
+	for s != "" {
+		end := segmentEnd(s)
+		n += len(b.enc.EncodeOrdinary(s[:end]))
+		s = s[end:]
 	}
-	return len(b.enc.EncodeOrdinary(s))
+	return n
+}
+
+// maxRunBytes bounds the pieces handed to tiktoken. tiktoken-go's byte
+// pair merge is quadratic in the length of one pre-tokenizer piece, and
+// its regexp engine backtracks quadratically on long whitespace, so 20 KB
+// of "x" (or of unpunctuated CJK, or of spaces) takes seconds to count: a
+// client could stall every request with one body. A piece of the
+// cl100k/o200k/p50k pre-tokenizers never leaves a run of letters and
+// marks, of symbols and punctuation, or of whitespace (digits come in
+// threes), so text is counted in segments cut before any such run grows
+// past maxRunBytes. Real text has no such run and is counted exactly, in
+// one segment; a longer run is counted in 256-byte slices, which may add
+// a token per slice.
+const maxRunBytes = 256
+
+// segmentEnd is the length of the longest prefix of s in which no run of
+// one piece class exceeds maxRunBytes: len(s) for ordinary text.
+func segmentEnd(s string) int {
+	var letters, symbols, spaces int
+	for i := 0; i < len(s); {
+		r, size := rune(s[i]), 1
+		if r >= utf8.RuneSelf {
+			r, size = utf8.DecodeRuneInString(s[i:])
+		}
+		space := unicode.IsSpace(r)
+		letter := unicode.IsLetter(r) || unicode.IsMark(r)
+		letters = grow(letters, size, letter)
+		spaces = grow(spaces, size, space)
+		symbols = grow(symbols, size, !space && !unicode.IsLetter(r) && !unicode.IsNumber(r))
+		if letters > maxRunBytes || symbols > maxRunBytes || spaces > maxRunBytes {
+			return i
+		}
+		i += size
+	}
+	return len(s)
+}
+
+func grow(run, size int, in bool) int {
+	if in {
+		return run + size
+	}
+	return 0
 }
 
 func init() {

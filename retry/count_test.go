@@ -5,6 +5,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 func TestEncodingFor(t *testing.T) {
@@ -207,5 +208,65 @@ func TestFirstLoadConcurrent(t *testing.T) {
 	}
 	if _, ok := got[0].(*bpeCounter); !ok {
 		t.Fatalf("text-davinci-003: %T, want a tiktoken counter", got[0])
+	}
+}
+
+func TestSegmentEnd(t *testing.T) {
+	long := func(s string, n int) string { return strings.Repeat(s, n) }
+	tests := []struct {
+		name string
+		s    string
+		want int
+	}{
+		{"empty", "", 0},
+		{"prose is one segment", prose, len(prose)},
+		{"letters at the limit", long("x", maxRunBytes), maxRunBytes},
+		{"letters past the limit", long("x", maxRunBytes+10), maxRunBytes},
+		{"spaces past the limit", "a" + long(" ", maxRunBytes+1) + "b", 1 + maxRunBytes},
+		{"symbols past the limit", "ab " + long("!", 300), 3 + maxRunBytes},
+		{"CJK runs counted in bytes", long("我", 100), 85 * 3},
+		{"digits break letter runs", long("abc1", 200), 800},
+		{"whitespace breaks runs", long("word ", 1000), 5000},
+	}
+	for _, tt := range tests {
+		if got := segmentEnd(tt.s); got != tt.want {
+			t.Errorf("%s: segmentEnd = %d, want %d", tt.name, got, tt.want)
+		}
+	}
+}
+
+// Ordinary text is counted exactly as tiktoken counts it; only runs that
+// would make tiktoken-go quadratic are sliced, and then stay close.
+func TestBPECountExactAndBounded(t *testing.T) {
+	for _, model := range []string{"gpt-4o", "gpt-4"} {
+		c := CounterFor(model).(*bpeCounter)
+		for _, s := range []string{prose, text4K(), "我们今天去公园。天气很好！", "a\u0301b\u0302 c", "<|endoftext|> x"} {
+			if got, want := c.Count(s), len(c.enc.EncodeOrdinary(s)); got != want {
+				t.Errorf("%s: Count(%.20q…) = %d, tiktoken says %d", model, s, got, want)
+			}
+		}
+		s := strings.Repeat("x", 4000)
+		got, want := c.Count(s), len(c.enc.EncodeOrdinary(s))
+		if d := got - want; d < 0 || d > len(s)/maxRunBytes+1 {
+			t.Errorf("%s: sliced count %d vs exact %d", model, got, want)
+		}
+	}
+}
+
+// Before slicing, 100 KB of one letter took tens of seconds to count.
+func TestCountPathologicalIsFast(t *testing.T) {
+	c := CounterFor("gpt-4o")
+	for _, s := range []string{
+		strings.Repeat("x", 100_000),
+		strings.Repeat(" ", 100_000) + "x",
+		strings.Repeat("!", 100_000),
+		strings.Repeat("我", 30_000),
+	} {
+		start := time.Now()
+		c.Count(s)
+		Cut(s, 0.5, 0, KeepHeadTail, c)
+		if d := time.Since(start); d > 10*time.Second {
+			t.Errorf("%.10q…: %v", s, d)
+		}
 	}
 }

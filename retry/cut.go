@@ -18,12 +18,14 @@ const Ellipsis = " … "
 //
 // Text whose count is within the target is returned unchanged. Otherwise
 // the result is the longest run of whole words that fits:
-//   - KeepHead (or ""): the text from its first word to the end of the
-//     last word that fits;
-//   - KeepHeadTail: the first half of the target (less the cost of
-//     Ellipsis) from the start, the rest from the end, joined by
-//     Ellipsis. When the target cannot hold a word on each side it falls
-//     back to KeepHead.
+//   - KeepHead (and "", or any unknown value): the text from its first
+//     word to the end of the last word that fits;
+//   - KeepHeadTail: the target less the count of Ellipsis is split in
+//     two, the head getting the larger half when it is odd; the head is
+//     cut from the start, the tail from the end gets what the head left
+//     unused, and the two are joined by Ellipsis. When the target cannot
+//     hold a word on each side as well as Ellipsis, it falls back to
+//     KeepHead.
 //
 // A word is a maximal run of non-space characters, except that each Han,
 // Hiragana or Katakana character is a word of its own, as in Unicode text
@@ -39,7 +41,8 @@ const Ellipsis = " … "
 //
 // Cost: one count of text, one counting pass over the part kept (in
 // blocks of about √words words, then a binary search in the block where
-// the target falls), and one count of the result to confirm it.
+// the target falls), and one count of the result to confirm it: about
+// twice the cost of counting text.
 func Cut(text string, ratio float64, maxTokens int, keep Keep, c Counter) string {
 	if text == "" {
 		return ""
@@ -58,7 +61,7 @@ func Cut(text string, ratio float64, maxTokens int, keep Keep, c Counter) string
 			return s
 		}
 	}
-	k, _ := x.longest(headSide, len(x.ws), target)
+	k, _ := x.longest(headSide, len(x.ws), target, true)
 	return x.head(k)
 }
 
@@ -148,27 +151,26 @@ func (x *cutter) tail(k int) string {
 	return x.text[x.ws[w-k].start:x.ws[w-1].end]
 }
 
-// span is the text of the words r0..r1-1 counted from side's end,
-// together with the whitespace that separates them from word r0-1, so
-// that spans of consecutive ranges concatenate to exactly the text of
-// their union.
+// span is the text of the words r0..r1-1 counted from side's end, with
+// the whitespace before the earliest of them in the text. Spans therefore
+// split the text just after a word, never just before one: BPE
+// pre-tokenizers attach a space to the word that follows it (" word"), so
+// counts add up across such splits. Consecutive head spans concatenate to
+// exactly a head; tail spans to a tail with its leading whitespace, which
+// is at most a token more than the tail alone.
 func (x *cutter) span(sd side, r0, r1 int) string {
 	if r0 >= r1 {
 		return ""
 	}
-	w := len(x.ws)
-	if sd == headSide {
-		from := x.ws[0].start
-		if r0 > 0 {
-			from = x.ws[r0-1].end
-		}
-		return x.text[from:x.ws[r1-1].end]
+	a, b := r0, r1 // words a..b-1 of the text
+	if sd == tailSide {
+		a, b = len(x.ws)-r1, len(x.ws)-r0
 	}
-	to := x.ws[w-1].end
-	if r0 > 0 {
-		to = x.ws[w-r0].start
+	from := x.ws[0].start
+	if a > 0 {
+		from = x.ws[a-1].end
 	}
-	return x.text[x.ws[w-r1].start:to]
+	return x.text[from:x.ws[b-1].end]
 }
 
 func (x *cutter) prefix(sd side, k int) string {
@@ -179,11 +181,13 @@ func (x *cutter) prefix(sd side, k int) string {
 }
 
 // longest finds the largest k <= limit such that the first k words from
-// side's end count at most budget, and returns k and that count. Only a k
-// whose prefix was counted in full is ever returned, so the bound holds
-// for any Counter; the search assumes counts grow with k (true of
-// tokenizers in practice) only to be fast and to find the longest.
-func (x *cutter) longest(sd side, limit, budget int) (k, used int) {
+// side's end count at most budget, and returns k and that count. With
+// verify, only a k whose prefix was counted in full is returned, so the
+// bound holds for any Counter; the search assumes counts grow with k (true
+// of tokenizers in practice) only to be fast and to find the longest.
+// Without verify, k and used are the block-sum estimate, for a caller that
+// counts the final text itself.
+func (x *cutter) longest(sd side, limit, budget int, verify bool) (k, used int) {
 	if limit <= 0 || budget <= 0 {
 		return 0, 0
 	}
@@ -216,54 +220,85 @@ func (x *cutter) longest(sd side, limit, budget int) (k, used int) {
 		r, cum = e, cum+cc
 	}
 
-	// Confirm with a full count, and correct the estimate if the counter
-	// is not additive.
+	if !verify {
+		return r, cum
+	}
+	// Confirm with a full count. The loops below only run when the
+	// counter did not add up across a split (Estimator's rounding, or a
+	// BPE piece such as "?\n" that spans a block boundary); each corrects
+	// by counting just the words at the edge, then counts the whole again.
 	k = r
 	used = count(k)
-	if used > budget {
-		// Gallop down to a prefix that fits (k = 0 always does), then
-		// binary search between it and the last one that did not.
-		hi, step := k, 1
-		for {
-			lo := max(hi-step, 0)
-			lu := 0
-			if lo > 0 {
-				lu = count(lo)
-			}
-			if lu <= budget {
-				k, used = lo, lu
-				break
-			}
-			hi, step = lo, step*2
+	// Too long: drop about as many words as the excess. k falls every
+	// round and k = 0 always fits.
+	for used > budget {
+		k -= x.dropFor(sd, k, used-budget)
+		used = 0
+		if k > 0 {
+			used = count(k)
 		}
-		k, used = x.bisect(count, budget, k, used, hi)
-		return k, used
 	}
-	// Grow while the next word plausibly fits: never, for an additive
-	// counter, whose estimate already stopped at the longest prefix; for
-	// Estimator, whose per-block rounding undercounts capacity, this
-	// recovers the slack.
-	if k < limit && used+x.c.Count(x.span(sd, k, k+1)) <= budget {
-		lo, step := k, 1
-		hi := limit + 1 // sentinel: not known to fail
-		for {
-			next := min(lo+step, limit)
-			if next == lo {
-				break
-			}
-			if nu := count(next); nu <= budget {
-				k, used, lo = next, nu, next
-				step *= 2
-				continue
-			}
-			hi = next
+	// Too short: add the words that the slack seems to hold.
+	for round := 0; round < maxGrowRounds && k < limit; round++ {
+		j := x.addFor(sd, k, limit, budget-used)
+		if j == 0 {
 			break
 		}
-		if hi <= limit {
-			k, used = x.bisect(count, budget, k, used, hi)
+		if nu := count(k + j); nu <= budget {
+			k, used = k+j, nu
+			continue
 		}
+		k, used = x.bisect(count, budget, k, used, k+j)
+		break
 	}
 	return k, used
+}
+
+// maxGrowRounds bounds the full counts spent recovering slack; the result
+// is a verified fit whenever the loop stops.
+const maxGrowRounds = 4
+
+// dropFor returns the smallest j in [1, k] such that the last j of the
+// first k words count at least need (need > 0), or k.
+func (x *cutter) dropFor(sd side, k, need int) int {
+	enough := func(j int) bool { return x.c.Count(x.span(sd, k-j, k)) >= need }
+	lo, hi := 0, 1 // j = lo is not enough; j = hi is, or hi = k
+	for hi < k && !enough(hi) {
+		lo, hi = hi, min(2*hi, k)
+	}
+	for hi-lo > 1 {
+		mid := lo + (hi-lo)/2
+		if enough(mid) {
+			hi = mid
+		} else {
+			lo = mid
+		}
+	}
+	return hi
+}
+
+// addFor returns the largest j in [0, limit-k] such that words k..k+j-1
+// count at most slack.
+func (x *cutter) addFor(sd side, k, limit, slack int) int {
+	if slack <= 0 {
+		return 0
+	}
+	fits := func(j int) bool { return x.c.Count(x.span(sd, k, k+j)) <= slack }
+	m := limit - k
+	lo, hi := 0, 1 // j = lo fits; j = hi does not, or hi = m+1
+	for hi <= m && fits(hi) {
+		lo, hi = hi, 2*hi
+	}
+	hi = min(hi, m+1)
+	for hi-lo > 1 {
+		mid := lo + (hi-lo)/2
+		if fits(mid) {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	return lo
 }
 
 // bisect narrows lo (fits, with count loUsed) and hi (does not fit) to
@@ -296,12 +331,13 @@ func (x *cutter) headTail(target int) (string, bool) {
 		return "", false
 	}
 	w := len(x.ws)
-	kh, hc := x.longest(headSide, w-1, (avail+1)/2)
+	// Both sides are estimates; the joined text is counted below.
+	kh, hc := x.longest(headSide, w-1, (avail+1)/2, false)
 	if kh == 0 {
 		return "", false
 	}
 	// The tail gets whatever the head's word granularity left unused.
-	kt, _ := x.longest(tailSide, w-kh, avail-hc)
+	kt, _ := x.longest(tailSide, w-kh, avail-hc, false)
 	for kh > 0 && kt > 0 {
 		s := x.head(kh) + Ellipsis + x.tail(kt)
 		if x.c.Count(s) <= target {
