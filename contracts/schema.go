@@ -21,9 +21,10 @@ type Schema struct {
 	s       *jsonschema.Schema
 	raw     map[string]any // the decoded schema document
 	compact []byte         // compact JSON, keys in file order, no HTML escaping
-	// UnknownFormats lists format names the validator does not know. They
-	// are annotations only (asserting them would reject every value, e.g.
-	// OpenAPI's int32); config validation warns about them.
+	// UnknownFormats lists format names (and "contentMediaType X" /
+	// "contentEncoding X") the validator does not know. They are annotations
+	// only (asserting them would reject every value, e.g. OpenAPI's int32);
+	// config validation warns about them.
 	UnknownFormats []string
 }
 
@@ -55,9 +56,23 @@ func CompileSchema(doc []byte) (*Schema, error) {
 	}
 	c.Loaders["http"] = refuseLoader
 	c.Loaders["https"] = refuseLoader
+	// Unknown formats, media types and encodings would fail every value
+	// when asserted; draft 2020-12 treats them as annotations.
 	unknown := unknownFormats(raw)
 	for _, f := range unknown {
 		c.RegisterFormat(f, func(any) bool { return true })
+	}
+	for _, mt := range collectStrings(raw, "contentMediaType") {
+		if _, ok := c.MediaTypes[mt]; !ok {
+			c.RegisterMediaType(mt, func(b []byte) (any, error) { return string(b), nil })
+			unknown = append(unknown, "contentMediaType "+mt)
+		}
+	}
+	for _, enc := range collectStrings(raw, "contentEncoding") {
+		if _, ok := c.Decoders[enc]; !ok {
+			c.RegisterDecoder(enc, func(s string) ([]byte, error) { return []byte(s), nil })
+			unknown = append(unknown, "contentEncoding "+enc)
+		}
 	}
 	s, err := compileNoPanic(c, compact)
 	if err != nil {
@@ -71,18 +86,28 @@ func CompileSchema(doc []byte) (*Schema, error) {
 	return &Schema{s: s, raw: m, compact: compact, UnknownFormats: unknown}, nil
 }
 
-// unknownFormats collects "format" names anywhere in the document that the
-// validator has no checker for.
+// unknownFormats lists "format" names in the document that the validator
+// has no checker for.
 func unknownFormats(doc any) []string {
+	var out []string
+	for _, f := range collectStrings(doc, "format") {
+		if _, known := jsonschema.Formats[f]; !known {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// collectStrings returns the sorted, distinct string values of keyword kw
+// anywhere in a schema document.
+func collectStrings(doc any, kw string) []string {
 	seen := map[string]bool{}
 	var walk func(v any)
 	walk = func(v any) {
 		switch t := v.(type) {
 		case map[string]any:
-			if f, ok := t["format"].(string); ok {
-				if _, known := jsonschema.Formats[f]; !known {
-					seen[f] = true
-				}
+			if f, ok := t[kw].(string); ok {
+				seen[f] = true
 			}
 			for _, c := range t {
 				walk(c)

@@ -90,6 +90,12 @@ func TestSchemaViolations(t *testing.T) {
 			`{"s":["doc"]}`, []string{"/s contains"}},
 		{"minContains when written", `{"type":"object","properties":{"s":{"type":"array","contains":{"const":"db"},"minContains":2}}}`,
 			`{"s":["db"]}`, []string{"/s minContains"}},
+		{"unknown format is an annotation", `{"type":"object","properties":{"n":{"type":"integer","format":"int32"}}}`,
+			`{"n":8443}`, []string{}},
+		{"unknown contentMediaType is an annotation", `{"type":"object","properties":{"s":{"type":"string","contentMediaType":"text/html"}}}`,
+			`{"s":"123 Main St"}`, []string{}},
+		{"known contentMediaType is asserted", `{"type":"object","properties":{"s":{"type":"string","contentMediaType":"application/json"}}}`,
+			`{"s":"{not json"}`, []string{"/s contentMediaType"}},
 		{"big numbers keep precision", `{"type":"object","properties":{"n":{"type":"integer","maximum":9007199254740993}}}`,
 			`{"n":9007199254740994}`, []string{"/n maximum"}},
 	}
