@@ -225,7 +225,7 @@ func (s *Schema) collect(r *jsonschema.EvaluationResult, parentKW, loc string, i
 			// (its default of 1); name the keyword the user wrote.
 			*out = append(*out, Violation{Kind: KindSchema, Path: loc, Rule: "contains", Message: "no item matches the contains schema"})
 		default:
-			*out = append(*out, Violation{Kind: KindSchema, Path: loc, Rule: kw, Message: e.Error()})
+			*out = append(*out, Violation{Kind: KindSchema, Path: loc, Rule: kw, Message: safeMessage(e)})
 		}
 	}
 	for _, d := range r.Details {
@@ -276,6 +276,28 @@ func member(v any, tok string) (any, bool) {
 		return t[i], true
 	}
 	return nil, false
+}
+
+// safeMessage renders a library error without the instance's own values:
+// violations reach the 422 review, which must never carry output text.
+func safeMessage(e *jsonschema.EvaluationError) string {
+	if e.Code == "value_not_in_enum" {
+		allowed := fmt.Sprint(e.Params["expected"])
+		if len(allowed) > 200 {
+			allowed = allowed[:200] + "…"
+		}
+		return "value is not one of the allowed values: " + allowed
+	}
+	params := make(map[string]any, len(e.Params))
+	for k, v := range e.Params {
+		params[k] = v
+	}
+	msg := e.Message
+	if _, ok := params["value"]; ok {
+		msg = strings.ReplaceAll(msg, "{value}", "value")
+		delete(params, "value")
+	}
+	return (&jsonschema.EvaluationError{Message: msg, Params: params}).Error()
 }
 
 // hasKeyword reports whether the schema at a result's schemaLocation

@@ -169,3 +169,25 @@ func TestSchemaJSONKeepsFileOrder(t *testing.T) {
 		t.Fatalf("got %s want %s", got, want)
 	}
 }
+
+// Violations reach the 422 review, which must never quote the output.
+func TestMessagesNeverQuoteTheInstance(t *testing.T) {
+	s := mustSchema(t, `{"type":"object","properties":{"a":{"enum":["x","y"]},"n":{"type":"number","maximum":1,"minimum":0,"multipleOf":0.5,"exclusiveMaximum":5},"s":{"type":"string","pattern":"^q","maxLength":2}}}`)
+	for _, inst := range []string{`{"a":"SECRET-OUT"}`, `{"n":987654321}`, `{"n":-987654321.25}`, `{"s":"SECRET-OUT"}`} {
+		for _, v := range s.Validate(mustValue(t, inst)) {
+			if strings.Contains(v.Message, "SECRET") || strings.Contains(v.Message, "98765") {
+				t.Errorf("%s: message quotes the instance: %q", inst, v.Message)
+			}
+		}
+	}
+}
+
+func TestDecodeJSONRejectsDuplicateKeys(t *testing.T) {
+	if _, err := DecodeJSON([]byte(`{"subject":"a","subject":"b"}`)); err == nil {
+		t.Fatal("duplicate keys accepted")
+	}
+	v, err := DecodeJSON([]byte(` {"n": 12345678901234567890} `))
+	if err != nil || fmt.Sprint(v.(map[string]any)["n"]) != "12345678901234567890" {
+		t.Fatalf("got %v %v", v, err)
+	}
+}

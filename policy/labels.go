@@ -47,7 +47,8 @@ func (l *LabelPolicy) Check(out any, _ *contracts.Subject) ([]contracts.Violatio
 			if _, known := l.values[s]; known {
 				return
 			}
-			msg = fmt.Sprintf("%s is not a label in set %q", quote(s), l.set)
+			// Never quote the value: a 422 review must not carry output text.
+			msg = fmt.Sprintf("value is not a label in set %q", l.set)
 		}
 		vs = append(vs, contracts.Violation{Kind: contracts.KindPolicy, Path: ptr, Rule: RuleLabel, Message: msg})
 	})

@@ -16,6 +16,10 @@ type Admin struct {
 func (a *Admin) SetReady(v bool) { a.ready.Store(v) }
 
 func (a *Admin) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	// SPEC §9: X-Request-Id is on every response (requireKey may have set it).
+	if w.Header().Get("X-Request-Id") == "" {
+		w.Header().Set("X-Request-Id", newRequestID())
+	}
 	switch r.URL.Path {
 	case "/healthz":
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})

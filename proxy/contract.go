@@ -5,6 +5,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -13,7 +15,6 @@ import (
 	"github.com/contractd/contractd/audit"
 	"github.com/contractd/contractd/config"
 	"github.com/contractd/contractd/contracts"
-	"github.com/sashabaranov/go-openai"
 )
 
 func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
@@ -120,7 +121,9 @@ func (s *Server) attempts(ctx context.Context, r *http.Request, x *exchange, p *
 		if usage.TotalTokens > 0 {
 			spent += usage.TotalTokens
 		} else {
-			spent += ab.InputTokens + p.counter.Count(comp.Output)
+			if route.Budget.MaxTotalTokens > 0 {
+				spent += ab.InputTokens + p.counter.Count(comp.Output)
+			}
 		}
 		v.usage = v.usage.Add(usage)
 
@@ -145,7 +148,7 @@ func (s *Server) attempts(ctx context.Context, r *http.Request, x *exchange, p *
 			x.ev.Budget.Used = spent
 		}
 		v.attempts = append(v.attempts, ReviewAttempt{Attempt: n, Temperature: a.Temperature, Shortened: ab.Shortened,
-			FinishReason: comp.Finish, Usage: openai.Usage{PromptTokens: usage.PromptTokens, CompletionTokens: usage.CompletionTokens, TotalTokens: usage.TotalTokens},
+			FinishReason: comp.Finish, Usage: usage,
 			Violations: res.Violations})
 		if res.Valid {
 			v.comp, v.result = comp, res
@@ -259,7 +262,7 @@ func successBody(v *verdict, route *config.Route, k *contracts.Contract) success
 	}
 	return successResponse{ID: id, Object: "chat.completion", Created: created, Model: resp.Model,
 		Choices: []successChoice{{Index: 0, Message: successMessage{Role: "assistant", Content: string(v.result.JSON)}, FinishReason: "stop"}},
-		Usage: v.usage, SystemFingerprint: resp.SystemFingerprint, Contract: info(v, route, k)}
+		Usage:   v.usage, SystemFingerprint: resp.SystemFingerprint, Contract: info(v, route, k)}
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
@@ -267,6 +270,10 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.WriteHeader(status)
 	_, _ = w.Write(append(mustJSON(v), '\n'))
 }
+
+// ErrNoSuchAttempt is returned by Render for an attempt number outside the
+// route's plan.
+var ErrNoSuchAttempt = errors.New("no such attempt")
 
 // Render builds the upstream body that attempt n (1-based) of route would
 // send for a client request body, without calling anything (`contractd
@@ -280,16 +287,16 @@ func Render(route *config.Route, body []byte, n int) ([]byte, error) {
 		return obj.apply([]edit{{Name: "model", Value: mustJSON(route.Model)}}), nil
 	}
 	if n < 1 || n > len(route.Plan) {
-		return nil, &APIError{Message: "route " + quoteForMessage(route.Name) + " has " + strconv.Itoa(len(route.Plan)) + " attempt(s)"}
+		return nil, fmt.Errorf("%w: route %s has %d attempt(s)", ErrNoSuchAttempt, quoteForMessage(route.Name), len(route.Plan))
 	}
 	p, aerr := Prepare(route, body)
 	if aerr != nil {
-		return nil, aerr
+		return nil, errors.New(aerr.Message)
 	}
 	var ab *attemptBody
 	for i := 0; i < n; i++ {
 		if ab, aerr = p.Build(route.Plan[i]); aerr != nil {
-			return nil, aerr
+			return nil, errors.New(aerr.Message)
 		}
 	}
 	return ab.Body, nil

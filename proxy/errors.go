@@ -6,8 +6,8 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/contractd/contractd/audit"
 	"github.com/contractd/contractd/contracts"
-	"github.com/sashabaranov/go-openai"
 )
 
 // Error codes and types of SPEC §3's error table.
@@ -71,7 +71,7 @@ type ReviewAttempt struct {
 	Temperature  float64               `json:"temperature"`
 	Shortened    bool                  `json:"shortened"`
 	FinishReason string                `json:"finish_reason"`
-	Usage        openai.Usage          `json:"usage"`
+	Usage        audit.Usage           `json:"usage"`
 	Violations   []contracts.Violation `json:"violations"`
 }
 

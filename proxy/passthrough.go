@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/contractd/contractd/audit"
 	"github.com/contractd/contractd/config"
+	"github.com/contractd/contractd/contracts"
 )
 
 // passthrough forwards the request untouched but for model and
@@ -28,9 +30,34 @@ func (s *Server) passthrough(ctx context.Context, w http.ResponseWriter, r *http
 	status := 0
 	start := time.Now()
 	var failed *APIError
+	clientCtx := r.Context() // ends when the client goes away
+	// ReverseProxy aborts the handler with panic(http.ErrAbortHandler) when
+	// copying the body fails after the headers went out (client gone, or
+	// the upstream stream broke). Record the request before re-panicking:
+	// every chat request is audited (SPEC §9).
+	defer func() {
+		if p := recover(); p != nil {
+			x.ev.Attempts = []audit.Attempt{{Attempt: 1, UpstreamStatus: status, LatencyMS: ms(time.Since(start)), Violations: []contracts.Violation{}}}
+			if clientCtx.Err() != nil {
+				x.finish(ctx, 499, audit.OutcomeRejected, "client_closed_request")
+			} else { // the upstream stream broke or timed out mid-way
+				x.finish(ctx, status, audit.OutcomeUpstreamError, CodeUpstreamError)
+			}
+			panic(p)
+		}
+	}()
+	// The upstream timeout bounds the wait for response headers only: a
+	// healthy stream may run longer, bounded by request_timeout (ctx).
+	pctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	headerTimer := time.AfterFunc(route.Upstream.Timeout, cancel)
+	defer headerTimer.Stop()
 	rp := &httputil.ReverseProxy{
 		Transport:     s.Caller.Client.Transport,
 		FlushInterval: -1, // relay each SSE event at once
+		// Its own complaints (e.g. a body copy cut short) go to our
+		// structured log with the request id, not to the standard logger.
+		ErrorLog: slog.NewLogLogger(x.log.Handler(), slog.LevelWarn),
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.Out.URL = target
 			pr.Out.Host = ""
@@ -44,16 +71,23 @@ func (s *Server) passthrough(ctx context.Context, w http.ResponseWriter, r *http
 			}
 		},
 		ModifyResponse: func(resp *http.Response) error {
+			headerTimer.Stop()
 			status = resp.StatusCode
-			resp.Header.Set("X-Request-Id", x.ev.RequestID)
+			// The response already carries contractd's X-Request-Id (set in
+			// chat); ReverseProxy adds the upstream's headers to it, so drop
+			// the upstream's own id rather than send two.
+			resp.Header.Del("X-Request-Id")
 			return nil
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-			if r.Context().Err() != nil && ctx.Err() == nil {
+			// r is the outgoing request, whose context also ends at the
+			// upstream timeout, so ask the client's own context whether the
+			// client left; the timeout must answer 504, not an empty 200.
+			if clientCtx.Err() != nil {
 				status = 499
 				return // client gone: nothing to write
 			}
-			if errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil {
+			if errors.Is(err, context.DeadlineExceeded) || r.Context().Err() != nil {
 				failed = &APIError{Status: http.StatusGatewayTimeout, Type: typeUpstream, Code: CodeUpstreamTimeout, Message: "upstream did not answer in time"}
 			} else {
 				failed = &APIError{Status: http.StatusBadGateway, Type: typeUpstream, Code: CodeUpstreamError, Message: "upstream " + quoteForMessage(route.Upstream.Name) + " failed: connection failed", Internal: err}
@@ -61,14 +95,16 @@ func (s *Server) passthrough(ctx context.Context, w http.ResponseWriter, r *http
 			writeError(w, failed)
 		},
 	}
-	pctx, cancel := context.WithTimeout(ctx, route.Upstream.Timeout)
-	defer cancel()
 	rp.ServeHTTP(w, r.WithContext(pctx))
-	x.ev.Attempts = []audit.Attempt{{Attempt: 1, UpstreamStatus: status, LatencyMS: ms(time.Since(start)), Violations: nil}}
+	// violations: [] as on contract attempts (the audit line has a list, not null).
+	x.ev.Attempts = []audit.Attempt{{Attempt: 1, UpstreamStatus: status, LatencyMS: ms(time.Since(start)), Violations: []contracts.Violation{}}}
 	switch {
 	case failed != nil:
 		x.ev.Attempts[0].UpstreamStatus = 0
 		x.finish(ctx, failed.Status, audit.OutcomeUpstreamError, failed.Code)
+	case status == 499:
+		x.ev.Attempts[0].UpstreamStatus = 0
+		x.finish(ctx, status, audit.OutcomeRejected, "client_closed_request")
 	default:
 		x.finish(ctx, status, audit.OutcomePassthrough, "")
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"io"
 
 	"github.com/go-json-experiment/json/jsontext"
 )
@@ -11,8 +12,9 @@ import (
 // member is one top-level member of a JSON object, kept as the client
 // wrote it so forwarding preserves number spellings, escapes and order.
 type member struct {
-	Name  string
-	Value jsontext.Value
+	Name    string
+	Value   jsontext.Value
+	rawName []byte // the name as the client quoted it (escapes kept)
 }
 
 // object is a JSON object as an ordered member list.
@@ -33,21 +35,32 @@ func parseObject(b []byte) (object, error) {
 	}
 	var obj object
 	for dec.PeekKind() != '}' {
+		from := dec.InputOffset()
 		tok, err := dec.ReadToken()
 		if err != nil {
 			return nil, err
 		}
 		name := tok.String() // the token is void after the next read
+		// Between the previous value and the end of the name there is only
+		// whitespace, a comma, and the quoted name itself.
+		var raw []byte // nil: apply re-quotes Name
+		if span := b[from:dec.InputOffset()]; bytes.IndexByte(span, '"') >= 0 {
+			raw = span[bytes.IndexByte(span, '"'):]
+		}
 		val, err := dec.ReadValue()
 		if err != nil {
 			return nil, err
 		}
-		obj = append(obj, member{Name: name, Value: bytes.Clone(val)})
+		obj = append(obj, member{Name: name, Value: bytes.Clone(val), rawName: bytes.Clone(raw)})
 	}
 	if _, err := dec.ReadToken(); err != nil {
 		return nil, err
 	}
-	if _, err := dec.ReadToken(); err == nil {
+	// Only io.EOF means the object was all there was. Any other result is
+	// trailing data: a token ({}{}) or bytes that are not JSON at all
+	// ({} x, {}]), which ReadToken reports as a syntax error; accepting the
+	// latter let malformed bodies through as valid JSON.
+	if _, err := dec.ReadToken(); err != io.EOF {
 		return nil, errors.New("unexpected data after the JSON object")
 	}
 	return obj, nil
@@ -70,19 +83,24 @@ type edit struct {
 }
 
 // apply rewrites o with edits: replaced members keep their position, new
-// ones are appended in edit order, every other member is copied byte for byte.
+// ones are appended in edit order, every other member is copied byte for
+// byte, its name as the client spelled it (SPEC §9: escapes kept).
 func (o object) apply(edits []edit) []byte {
 	var b bytes.Buffer
 	b.Grow(o.size() + 256)
 	b.WriteByte('{')
 	done := make([]bool, len(edits))
 	first := true
-	write := func(name string, val []byte) {
+	write := func(name string, rawName, val []byte) {
 		if !first {
 			b.WriteByte(',')
 		}
 		first = false
-		writeString(&b, name)
+		if rawName != nil {
+			b.Write(rawName)
+		} else {
+			writeString(&b, name)
+		}
 		b.WriteByte(':')
 		b.Write(val)
 	}
@@ -91,17 +109,17 @@ outer:
 		for i, e := range edits {
 			if e.Name == m.Name {
 				if !done[i] && e.Value != nil {
-					write(m.Name, e.Value)
+					write(m.Name, m.rawName, e.Value)
 				}
 				done[i] = true
 				continue outer
 			}
 		}
-		write(m.Name, m.Value)
+		write(m.Name, m.rawName, m.Value)
 	}
 	for i, e := range edits {
 		if !done[i] && e.Value != nil {
-			write(e.Name, e.Value)
+			write(e.Name, nil, e.Value)
 		}
 	}
 	b.WriteByte('}')
@@ -111,7 +129,7 @@ outer:
 func (o object) size() int {
 	n := 2
 	for _, m := range o {
-		n += len(m.Name) + len(m.Value) + 4
+		n += len(m.rawName) + len(m.Value) + 2
 	}
 	return n
 }

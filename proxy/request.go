@@ -282,14 +282,7 @@ func (p *Prepared) Build(a retry.Attempt) (*attemptBody, *APIError) {
 			if m.Role != "user" {
 				continue
 			}
-			raw := []byte(m.Raw)
-			content := m.Content
-			if m.IsString {
-				content = retry.Cut(m.Content, a.Shorten.Ratio, r.Budget.MaxInputTokens, a.Shorten.Keep, p.counter)
-				if mo, err := parseObject(m.Raw); err == nil {
-					raw = mo.apply([]edit{{Name: "content", Value: mustJSON(content)}})
-				}
-			}
+			raw, content := p.shortenMessage(m, a.Shorten)
 			msgs.WriteByte(',')
 			msgs.Write(raw)
 			texts = append(texts, content)
@@ -303,7 +296,12 @@ func (p *Prepared) Build(a retry.Attempt) (*attemptBody, *APIError) {
 		}
 	}
 	msgs.WriteByte(']')
-	ab := &attemptBody{System: sys, InputTokens: retry.CountMessages(p.counter, texts)}
+	ab := &attemptBody{System: sys}
+	if r.Budget != (retry.Budget{}) {
+		// Offline counting costs about a millisecond per KB with tiktoken;
+		// only budgets need it (shortening counts what it cuts itself).
+		ab.InputTokens = retry.CountMessages(p.counter, texts)
+	}
 	if p.first == nil {
 		p.first = bytes.Clone(msgs.Bytes())
 	} else {
@@ -311,6 +309,49 @@ func (p *Prepared) Build(a retry.Attempt) (*attemptBody, *APIError) {
 	}
 	ab.Body = p.body.apply(p.edits(msgs.Bytes(), a.Temperature))
 	return ab, nil
+}
+
+// shortenMessage cuts a user message's content (SPEC §9: to ratio of its
+// tokens, or max_input_tokens if smaller), keeping its other fields as
+// sent. Content given as parts has each text part cut the same way and its
+// other parts (images…) kept; before, such a message was sent uncut.
+func (p *Prepared) shortenMessage(m clientMessage, sh *retry.Shorten) ([]byte, string) {
+	cut := func(t string) string {
+		return retry.Cut(t, sh.Ratio, p.Route.Budget.MaxInputTokens, sh.Keep, p.counter)
+	}
+	mo, err := parseObject(m.Raw)
+	if err != nil { // cannot happen: Raw was read from a parsed body
+		return m.Raw, m.Content
+	}
+	if m.IsString {
+		c := cut(m.Content)
+		return mo.apply([]edit{{Name: "content", Value: mustJSON(c)}}), c
+	}
+	cv, _ := mo.get("content")
+	var parts []jsontext.Value
+	if cv.Kind() != '[' || json.Unmarshal(cv, &parts) != nil {
+		return m.Raw, m.Content
+	}
+	var texts []string
+	var arr bytes.Buffer
+	arr.WriteByte('[')
+	for i, pt := range parts {
+		if i > 0 {
+			arr.WriteByte(',')
+		}
+		po, err := parseObject(pt)
+		typ, _ := po.get("type")
+		txt, ok := po.get("text")
+		if err != nil || unquoteJSON(typ) != "text" || !ok || txt.Kind() != '"' {
+			arr.Write(pt)
+			continue
+		}
+		c := cut(unquoteJSON(txt))
+		arr.Write(po.apply([]edit{{Name: "text", Value: mustJSON(c)}}))
+		texts = append(texts, c)
+	}
+	arr.WriteByte(']')
+	return mo.apply([]edit{{Name: "content", Value: arr.Bytes()}}), strings.Join(texts, "\n")
 }
 
 func (p *Prepared) edits(messages []byte, temp float64) []edit {

@@ -93,6 +93,8 @@ func (s *Server) Handler(admin http.Handler) http.Handler {
 
 func (s *Server) requireKey(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// SPEC §9: X-Request-Id is on every response, a 401 here included.
+		w.Header().Set("X-Request-Id", newRequestID())
 		if aerr := s.authenticate(s.state.Load(), r); aerr != nil {
 			writeError(w, aerr)
 			return

@@ -16,6 +16,8 @@ import (
 
 	"github.com/contractd/contractd/config"
 	"github.com/sashabaranov/go-openai"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/propagation"
 )
 
 // maxUpstreamBody bounds what we read of an upstream reply.
@@ -51,11 +53,11 @@ func (e *UpstreamError) apiError(up string) *APIError {
 
 // Completion is an upstream chat completion we could read.
 type Completion struct {
-	Resp   openai.ChatCompletionResponse
-	Status int
-	Tries  int // transport tries made (1 = no transport retry)
-	Output string
-	Finish string
+	Resp    openai.ChatCompletionResponse
+	Status  int
+	Tries   int // transport tries made (1 = no transport retry)
+	Output  string
+	Finish  string
 	Refusal string
 }
 
@@ -147,6 +149,7 @@ func (c *Caller) once(ctx context.Context, u *config.Upstream, body []byte, hdr 
 	if key := c.Keys(u); key != "" {
 		req.Header.Set("Authorization", "Bearer "+key)
 	}
+	otel.GetTextMapPropagator().Inject(ctx, propagation.HeaderCarrier(req.Header)) // W3C traceparent: the attempt span
 	resp, err := c.Client.Do(req)
 	if err != nil {
 		return nil, transportError(err, cctx), 0

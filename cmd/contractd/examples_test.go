@@ -38,8 +38,8 @@ func TestExamples(t *testing.T) {
 				t.Fatalf("validate exit %d:\n%s%s", code, out.String(), errb.String())
 			}
 			expects, _ := filepath.Glob(filepath.Join(dir, "samples", "*", "expect.json"))
-			if len(expects) == 0 {
-				t.Fatal("no samples")
+			if len(expects) == 0 && strings.HasPrefix(filepath.Base(dir), "00") {
+				t.Fatal("a seed example without samples")
 			}
 			for _, ef := range expects {
 				contract := filepath.Base(filepath.Dir(ef))

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -46,6 +47,10 @@ func cmdRender(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	out, err := proxy.Render(route, body, *attempt)
+	if errors.Is(err, proxy.ErrNoSuchAttempt) {
+		fmt.Fprintf(stderr, "contractd render: --attempt %d: %v\n", *attempt, err)
+		return exitUsage
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "contractd render: %v\n", err)
 		return exitProblem

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -19,7 +20,6 @@ import (
 	"github.com/contractd/contractd/config"
 	"github.com/contractd/contractd/proxy"
 	"github.com/fsnotify/fsnotify"
-	"github.com/spf13/viper"
 )
 
 func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -121,6 +121,13 @@ func serve(ctx context.Context, path string, rt *config.Runtime, logger *slog.Lo
 		servers = append(servers, newHTTPServer(admin, rt))
 		addrs = append(addrs, rt.Server.AdminListen)
 	}
+	// Watch for reloads before listening: once "listening" is logged, a
+	// SIGHUP must reload (not kill the process by its default action) and a
+	// config file change must not be missed. SIGHUP stays caught until
+	// serve returns, so one that arrives while draining does not kill it.
+	rw := newReloadWatch(path, logger)
+	defer rw.Close()
+
 	errc := make(chan error, len(servers))
 	for i, hs := range servers {
 		ln, err := net.Listen("tcp", addrs[i])
@@ -141,7 +148,7 @@ func serve(ctx context.Context, path string, rt *config.Runtime, logger *slog.Lo
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		watchReload(rctx, path, srv, tel, logger)
+		watchReload(rctx, rw, path, srv, tel, logger)
 	}()
 
 	select {
@@ -175,7 +182,7 @@ func newHTTPServer(h http.Handler, rt *config.Runtime) *http.Server {
 	return &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: 10 * time.Second, // slow-header clients
-		ReadTimeout:       60 * time.Second,  // slow-body clients
+		ReadTimeout:       60 * time.Second, // slow-body clients
 		WriteTimeout:      rt.Server.RequestTimeout + 30*time.Second,
 		IdleTimeout:       120 * time.Second,
 		MaxHeaderBytes:    64 << 10,
@@ -183,29 +190,79 @@ func newHTTPServer(h http.Handler, rt *config.Runtime) *http.Server {
 	}
 }
 
+// reloadWatch is what triggers a reload: SIGHUP and config file changes.
+type reloadWatch struct {
+	hup     chan os.Signal
+	changed chan struct{}
+	w       *fsnotify.Watcher // nil when watching failed (SIGHUP still works)
+}
+
+// newReloadWatch catches SIGHUP and starts watching the config file; both
+// are in place when it returns.
+//
+// The watch is on the file's directory, not on viper's WatchConfig: viper
+// stops watching for good when the file is removed, and editors and deploy
+// tools save by remove-and-recreate or rename. Kubernetes ConfigMaps swap a
+// "..data" symlink in the same directory, so those names count too.
+func newReloadWatch(path string, logger *slog.Logger) *reloadWatch {
+	rw := &reloadWatch{hup: make(chan os.Signal, 1), changed: make(chan struct{}, 1)}
+	signal.Notify(rw.hup, syscall.SIGHUP)
+	abs, err := filepath.Abs(path)
+	if err == nil {
+		rw.w, err = fsnotify.NewWatcher()
+	}
+	if err == nil {
+		if err = rw.w.Add(filepath.Dir(abs)); err != nil {
+			rw.w.Close()
+			rw.w = nil
+		}
+	}
+	if err != nil {
+		logger.Warn("config file watch disabled; SIGHUP still reloads", "error", err.Error())
+		return rw
+	}
+	base := filepath.Base(abs)
+	go func() {
+		for {
+			select {
+			case ev, ok := <-rw.w.Events:
+				if !ok {
+					return
+				}
+				name := filepath.Base(ev.Name)
+				if name != base && !strings.HasPrefix(name, "..") {
+					continue
+				}
+				if ev.Op == fsnotify.Chmod {
+					continue
+				}
+				select {
+				case rw.changed <- struct{}{}:
+				default:
+				}
+			case err, ok := <-rw.w.Errors:
+				if !ok {
+					return
+				}
+				logger.Warn("config file watch error", "error", err.Error())
+			}
+		}
+	}()
+	return rw
+}
+
+// Close stops the SIGHUP registration and the file watch.
+func (rw *reloadWatch) Close() {
+	signal.Stop(rw.hup)
+	if rw.w != nil {
+		rw.w.Close()
+	}
+}
+
 // watchReload reloads on SIGHUP at once and on config file changes
 // (debounced), swapping in the new Runtime only when it is valid.
-func watchReload(ctx context.Context, path string, srv *proxy.Server, tel reloadCounter, logger *slog.Logger) {
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
-	changed := make(chan struct{}, 1)
-	// A dedicated viper instance only watches; every load reads a fresh
-	// instance (viper is not safe to read while it watches).
-	w := viper.New()
-	w.SetConfigFile(path)
-	w.SetConfigType("yaml")
-	if err := w.ReadInConfig(); err == nil {
-		w.OnConfigChange(func(fsnotify.Event) {
-			select {
-			case changed <- struct{}{}:
-			default:
-			}
-		})
-		w.WatchConfig()
-	} else {
-		logger.Warn("config file watch disabled", "error", err.Error())
-	}
+func watchReload(ctx context.Context, rw *reloadWatch, path string, srv *proxy.Server, tel reloadCounter, logger *slog.Logger) {
+	hup, changed := rw.hup, rw.changed
 	var debounce <-chan time.Time
 	reload := func(trigger string) {
 		rt, err := loadServable(path)

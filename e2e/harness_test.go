@@ -1,0 +1,730 @@
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Fake keys only: the client's key (checked by contractd) and the
+// upstream's key (sent by contractd to the fake upstream).
+const (
+	clientKey   = "sk-test-e2e-client"
+	upstreamKey = "sk-test-e2e-upstream"
+	// testVersion is stamped into the binary TestMain builds.
+	testVersion = "v0.0.0-e2e"
+)
+
+var (
+	binPath string // the contractd binary under test
+	builtBy string // "TestMain" or "CONTRACTD_E2E_BIN"
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(testMain(m))
+}
+
+func testMain(m *testing.M) int {
+	if p := os.Getenv("CONTRACTD_E2E_BIN"); p != "" {
+		abs, err := filepath.Abs(p)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "e2e:", err)
+			return 1
+		}
+		binPath, builtBy = abs, "CONTRACTD_E2E_BIN"
+		return m.Run()
+	}
+	dir, err := os.MkdirTemp("", "contractd-e2e-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	binPath, builtBy = filepath.Join(dir, "contractd"), "TestMain"
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, goTool(), "build", "-trimpath",
+		"-ldflags", "-X main.version="+testVersion, "-o", binPath, "./cmd/contractd")
+	cmd.Dir = ".." // the module root: go test runs in the package directory
+	cmd.Env = append(os.Environ(), "GOTOOLCHAIN=local")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "e2e: building contractd: %v\n%s", err, out)
+		return 1
+	}
+	return m.Run()
+}
+
+// goTool is the go command of the toolchain running the tests.
+func goTool() string {
+	if p := filepath.Join(runtime.GOROOT(), "bin", "go"); fileExists(p) {
+		return p
+	}
+	return "go"
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}
+
+// baseEnv is the environment of every contractd process: a minimal one,
+// never the developer's (which might hold a real OPENAI_API_KEY).
+func baseEnv() map[string]string {
+	return map[string]string{
+		"PATH":               os.Getenv("PATH"),
+		"HOME":               os.Getenv("HOME"),
+		"TMPDIR":             os.TempDir(),
+		"CONTRACTD_API_KEYS": clientKey,
+		"OPENAI_API_KEY":     upstreamKey,
+	}
+}
+
+func envList(m map[string]string) []string {
+	out := make([]string, 0, len(m))
+	for k, v := range m {
+		out = append(out, k+"="+v)
+	}
+	return out
+}
+
+// ---------------------------------------------------------------------------
+// The contractd process.
+
+// lineLog collects a process's output, line by line, safely for concurrent
+// readers.
+type lineLog struct {
+	mu    sync.Mutex
+	buf   bytes.Buffer
+	lines []string
+}
+
+func (l *lineLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.buf.Write(p)
+	for {
+		i := bytes.IndexByte(l.buf.Bytes(), '\n')
+		if i < 0 {
+			break
+		}
+		l.lines = append(l.lines, string(l.buf.Next(i + 1)[:i]))
+	}
+	return len(p), nil
+}
+
+func (l *lineLog) Lines() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := append([]string(nil), l.lines...)
+	if l.buf.Len() > 0 {
+		out = append(out, l.buf.String())
+	}
+	return out
+}
+
+func (l *lineLog) String() string { return strings.Join(l.Lines(), "\n") }
+
+// JSON returns the lines that are JSON objects, decoded.
+func (l *lineLog) JSON() []map[string]any {
+	var out []map[string]any
+	for _, s := range l.Lines() {
+		var m map[string]any
+		if json.Unmarshal([]byte(s), &m) == nil {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// daemon is one `contractd serve` process.
+type daemon struct {
+	t      *testing.T
+	cmd    *exec.Cmd
+	stderr *lineLog // JSON log lines
+	stdout *lineLog // audit events (sink: stdout)
+	done   chan struct{}
+	err    error // cmd.Wait's result, set before done is closed
+
+	API   string // host:port of the API listener
+	Admin string // host:port of the admin listener ("" when none)
+}
+
+// startProcess starts `contractd args...` and kills it when the test ends.
+func startProcess(t *testing.T, env map[string]string, args ...string) *daemon {
+	t.Helper()
+	d := &daemon{t: t, stderr: &lineLog{}, stdout: &lineLog{}, done: make(chan struct{})}
+	d.cmd = exec.Command(binPath, args...)
+	d.cmd.Env = envList(env)
+	d.cmd.Stdout = d.stdout
+	d.cmd.Stderr = d.stderr
+	d.cmd.Dir = t.TempDir()
+	if err := d.cmd.Start(); err != nil {
+		t.Fatalf("starting contractd: %v", err)
+	}
+	go func() {
+		d.err = d.cmd.Wait()
+		close(d.done)
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-d.done:
+		default:
+			_ = d.cmd.Process.Kill()
+			<-d.done
+		}
+		if t.Failed() {
+			t.Logf("contractd stderr:\n%s", d.stderr)
+			t.Logf("contractd stdout:\n%s", d.stdout)
+		}
+	})
+	return d
+}
+
+// startDaemon runs `contractd serve -c cfg` and waits for its listeners.
+func startDaemon(t *testing.T, cfg string, env map[string]string) *daemon {
+	t.Helper()
+	d := startProcess(t, env, "serve", "-c", cfg)
+	want := 1
+	if strings.Contains(readFile(t, cfg), "admin_listen: 127.0.0.1:0") {
+		want = 2
+	}
+	ok := waitFor(10*time.Second, func() bool {
+		for _, m := range d.stderr.JSON() {
+			if m["msg"] != "listening" {
+				continue
+			}
+			switch m["kind"] {
+			case "api":
+				d.API, _ = m["addr"].(string)
+			case "admin":
+				d.Admin, _ = m["addr"].(string)
+			}
+		}
+		n := 0
+		if d.API != "" {
+			n++
+		}
+		if d.Admin != "" {
+			n++
+		}
+		return n == want || d.exited()
+	})
+	if !ok || d.exited() {
+		t.Fatalf("contractd did not start listening (exited=%v, err=%v):\n%s", d.exited(), d.err, d.stderr)
+	}
+	return d
+}
+
+func (d *daemon) exited() bool {
+	select {
+	case <-d.done:
+		return true
+	default:
+		return false
+	}
+}
+
+func (d *daemon) BaseURL() string { return "http://" + d.API + "/v1" }
+
+func (d *daemon) signal(sig syscall.Signal) {
+	d.t.Helper()
+	if err := d.cmd.Process.Signal(sig); err != nil {
+		d.t.Fatalf("signal %v: %v", sig, err)
+	}
+}
+
+// wait waits for the process to exit and returns its exit code.
+func (d *daemon) wait(timeout time.Duration) int {
+	d.t.Helper()
+	select {
+	case <-d.done:
+	case <-time.After(timeout):
+		d.t.Fatalf("contractd still running after %v:\n%s", timeout, d.stderr)
+	}
+	if d.err == nil {
+		return 0
+	}
+	var ee *exec.ExitError
+	if errors.As(d.err, &ee) {
+		return ee.ExitCode()
+	}
+	d.t.Fatalf("contractd wait: %v", d.err)
+	return -1
+}
+
+// logLine waits for a JSON log line for which match is true.
+func (d *daemon) logLine(timeout time.Duration, match func(map[string]any) bool) (map[string]any, bool) {
+	var found map[string]any
+	ok := waitFor(timeout, func() bool {
+		for _, m := range d.stderr.JSON() {
+			if match(m) {
+				found = m
+				return true
+			}
+		}
+		return false
+	})
+	return found, ok
+}
+
+func (d *daemon) countLog(match func(map[string]any) bool) int {
+	n := 0
+	for _, m := range d.stderr.JSON() {
+		if match(m) {
+			n++
+		}
+	}
+	return n
+}
+
+func msgIs(msg string) func(map[string]any) bool {
+	return func(m map[string]any) bool { return m["msg"] == msg }
+}
+
+// assertNoSecrets checks that neither key ever reached contractd's output
+// (logs and audit events).
+func (d *daemon) assertNoSecrets() {
+	d.t.Helper()
+	for name, out := range map[string]string{"stderr": d.stderr.String(), "stdout": d.stdout.String()} {
+		for _, k := range []string{clientKey, upstreamKey} {
+			if strings.Contains(out, k) {
+				d.t.Errorf("contractd %s contains the key %q", name, k)
+			}
+		}
+	}
+}
+
+// waitFor polls cond every 10 ms until it holds or timeout passes.
+func waitFor(timeout time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(timeout)
+	for {
+		if cond() {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// runCLI runs a one-shot contractd command and returns its outputs.
+func runCLI(t *testing.T, stdin string, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binPath, args...)
+	cmd.Env = envList(baseEnv())
+	cmd.Dir = t.TempDir()
+	var so, se bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &so, &se
+	cmd.Stdin = strings.NewReader(stdin)
+	err := cmd.Run()
+	code = 0
+	if err != nil {
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) {
+			t.Fatalf("contractd %v: %v", args, err)
+		}
+		code = ee.ExitCode()
+	}
+	return so.String(), se.String(), code
+}
+
+// ---------------------------------------------------------------------------
+// The fake upstream: an OpenAI-compatible server inside the test process,
+// on 127.0.0.1, answering each request with a scripted reply.
+
+type upstreamRequest struct {
+	Method string
+	Path   string
+	Header http.Header
+	Raw    []byte
+	Body   map[string]any
+}
+
+// reply is what the fake upstream sends back for one request.
+type reply struct {
+	Status  int
+	Content string // choices[0].message.content of a chat completion
+	Finish  string // finish_reason ("stop" when empty)
+	Delay   time.Duration
+	Raw     []byte // the body as is, instead of a completion
+}
+
+type fakeUpstream struct {
+	srv *httptest.Server
+
+	mu     sync.Mutex
+	reqs   []upstreamRequest
+	script func(req upstreamRequest, n int) reply // n: 1-based index of this request
+	got    chan upstreamRequest                   // every request, when non-nil (buffered)
+}
+
+// newUpstream starts a fake upstream; script chooses each reply.
+func newUpstream(t *testing.T, script func(req upstreamRequest, n int) reply) *fakeUpstream {
+	t.Helper()
+	u := &fakeUpstream{script: script, got: make(chan upstreamRequest, 64)}
+	u.srv = httptest.NewUnstartedServer(http.HandlerFunc(u.serve))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.srv.Listener = ln
+	u.srv.Start()
+	t.Cleanup(u.srv.Close)
+	return u
+}
+
+func (u *fakeUpstream) URL() string { return u.srv.URL + "/v1" }
+
+func (u *fakeUpstream) serve(w http.ResponseWriter, r *http.Request) {
+	raw, _ := io.ReadAll(r.Body)
+	req := upstreamRequest{Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone(), Raw: raw}
+	_ = json.Unmarshal(raw, &req.Body)
+	u.mu.Lock()
+	u.reqs = append(u.reqs, req)
+	n := len(u.reqs)
+	u.mu.Unlock()
+	select {
+	case u.got <- req:
+	default:
+	}
+	rp := u.script(req, n)
+	if rp.Delay > 0 {
+		select {
+		case <-time.After(rp.Delay):
+		case <-r.Context().Done():
+			return
+		}
+	}
+	if rp.Status == 0 {
+		rp.Status = http.StatusOK
+	}
+	body := rp.Raw
+	if body == nil {
+		model, _ := req.Body["model"].(string)
+		body = completion(model, rp.Content, rp.Finish)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(rp.Status)
+	_, _ = w.Write(body)
+}
+
+// Requests returns every request received so far.
+func (u *fakeUpstream) Requests() []upstreamRequest {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return append([]upstreamRequest(nil), u.reqs...)
+}
+
+// assertKeys checks that every upstream request carried the upstream's key
+// and that the client's key never reached the upstream, in any header or
+// in the body.
+func (u *fakeUpstream) assertKeys(t *testing.T) {
+	t.Helper()
+	reqs := u.Requests()
+	if len(reqs) == 0 {
+		t.Fatalf("the upstream saw no request")
+	}
+	for i, r := range reqs {
+		if got := r.Header.Get("Authorization"); got != "Bearer "+upstreamKey {
+			t.Errorf("upstream request %d: Authorization %q, want the upstream's key", i+1, got)
+		}
+		for k, vs := range r.Header {
+			for _, v := range vs {
+				if strings.Contains(v, clientKey) {
+					t.Errorf("upstream request %d: header %s carries the client's key", i+1, k)
+				}
+			}
+		}
+		if bytes.Contains(r.Raw, []byte(clientKey)) {
+			t.Errorf("upstream request %d: body carries the client's key", i+1)
+		}
+	}
+}
+
+// completion is a minimal OpenAI chat completion.
+func completion(model, content, finish string) []byte {
+	if finish == "" {
+		finish = "stop"
+	}
+	b, _ := json.Marshal(map[string]any{
+		"id": "chatcmpl-fake", "object": "chat.completion", "created": 1700000000,
+		"model": model + "-2024-01-01", "system_fingerprint": "fp_fake",
+		"choices": []any{map[string]any{
+			"index": 0, "finish_reason": finish, "logprobs": nil,
+			"message": map[string]any{"role": "assistant", "content": content},
+		}},
+		"usage": map[string]any{"prompt_tokens": 50, "completion_tokens": 10, "total_tokens": 60},
+	})
+	return b
+}
+
+// byModel is the default script: the route's upstream model name decides.
+//
+//	fake-good: a valid sentiment object
+//	fake-bad:  prose, never valid (so every attempt fails: needs_review)
+//	fake-slow: a valid object after slowDelay
+//	fake-neutral: another valid object
+//	fake-500:  an upstream failure (HTTP 500)
+func byModel(req upstreamRequest, _ int) reply {
+	switch req.Body["model"] {
+	case "fake-good":
+		return reply{Content: goodContent}
+	case "fake-slow":
+		return reply{Content: goodContent, Delay: slowDelay}
+	case "fake-neutral":
+		return reply{Content: neutralContent}
+	case "fake-500":
+		return reply{Status: http.StatusInternalServerError, Raw: []byte(`{"error":{"message":"boom","type":"server_error","code":null,"param":null}}`)}
+	default:
+		return reply{Content: "Sure! The sentiment is positive, I think."}
+	}
+}
+
+const (
+	goodContent    = `{"sentiment":"positive","summary":"Fast delivery and great food."}`
+	neutralContent = `{"sentiment":"neutral","summary":"An ordinary meal."}`
+	slowDelay      = 2 * time.Second
+)
+
+// ---------------------------------------------------------------------------
+// Configs.
+
+// baseConfig is a complete serving config: an inline-schema contract with
+// a label policy, a prompt with an input schema and a user template, and
+// routes on the fake upstream. @UPSTREAM@ is replaced by its URL;
+// @ROUTES@ by extra route entries.
+const baseConfig = `server:
+  listen: 127.0.0.1:0
+  admin_listen: 127.0.0.1:0
+  request_timeout: 20s
+  shutdown_timeout: 15s
+  api_keys_env: CONTRACTD_API_KEYS
+
+audit:
+  sink: stdout
+
+upstreams:
+  - name: fake
+    base_url: @UPSTREAM@
+    api_key_env: OPENAI_API_KEY
+    timeout: 10s
+    max_retries: 0
+
+labels:
+  - name: sentiment
+    values: [positive, negative, neutral]
+
+prompts:
+  - name: review
+    input_schema:
+      type: object
+      required: [text]
+      additionalProperties: false
+      properties: {text: {type: string, maxLength: 2000}}
+    example_input: {text: "The delivery was fast and the food was great."}
+    system: |
+      Classify the sentiment of one customer review. Allowed values: {{ join (labels "sentiment") ", " }}.
+      Reply with one JSON object that matches this schema and nothing else:
+      {{ schema }}
+    user: |
+      Review: {{ .Input.text }}
+
+contracts:
+  - name: sentiment_v1
+    schema@SCHEMA@
+    extraction: strict
+    policies:
+      labels: [{path: /sentiment, set: sentiment}]
+
+routes:
+  - name: review-sentiment
+    upstream: fake
+    model: fake-good
+    prompt: review
+    contract: sentiment_v1
+    temperature: 0.7
+    max_output_tokens: 200
+  - name: review-always-bad
+    upstream: fake
+    model: fake-bad
+    prompt: review
+    contract: sentiment_v1
+    temperature: 0.7
+    max_output_tokens: 200
+  - name: review-slow
+    upstream: fake
+    model: fake-slow
+    prompt: review
+    contract: sentiment_v1
+    temperature: 0.7
+    max_output_tokens: 200
+@ROUTES@`
+
+const inlineSchema = `:
+      type: object
+      required: [sentiment, summary]
+      additionalProperties: false
+      properties:
+        sentiment: {type: string}
+        summary: {type: string, maxLength: 200}`
+
+type cfgOpts struct {
+	upstream string
+	routes   string // extra route entries (YAML list items, 2-space indented)
+	schema   string // "" for inlineSchema; else the value of schema_file
+}
+
+func renderConfig(o cfgOpts) string {
+	s := strings.ReplaceAll(baseConfig, "@UPSTREAM@", o.upstream)
+	s = strings.ReplaceAll(s, "@ROUTES@", o.routes)
+	if o.schema == "" {
+		s = strings.ReplaceAll(s, "schema@SCHEMA@", "schema"+inlineSchema)
+	} else {
+		s = strings.ReplaceAll(s, "schema@SCHEMA@", "schema_file: "+o.schema)
+	}
+	return s
+}
+
+// writeConfig writes text to dir/contractd.yaml and returns its path.
+func writeConfig(t *testing.T, dir, text string) string {
+	t.Helper()
+	p := filepath.Join(dir, "contractd.yaml")
+	writeFile(t, p, text)
+	return p
+}
+
+func writeFile(t *testing.T, p, text string) {
+	t.Helper()
+	if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func readFile(t *testing.T, p string) string {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// extraRoute is one more contract route entry for a config.
+func extraRoute(name, model string) string {
+	return fmt.Sprintf(`  - name: %s
+    upstream: fake
+    model: %s
+    prompt: review
+    contract: sentiment_v1
+    temperature: 0.7
+    max_output_tokens: 200
+`, name, model)
+}
+
+// ---------------------------------------------------------------------------
+// Plain HTTP helpers (for what the SDKs do not show: headers, raw bodies).
+
+func reviewBody(route, text string) string {
+	b, _ := json.Marshal(map[string]any{
+		"model":    route,
+		"messages": []any{map[string]any{"role": "user", "content": reviewInput(text)}},
+	})
+	return string(b)
+}
+
+func reviewInput(text string) string {
+	b, _ := json.Marshal(map[string]string{"text": text})
+	return string(b)
+}
+
+var httpClient = &http.Client{Timeout: 20 * time.Second}
+
+// post sends a chat completion request with the client's key.
+func post(t *testing.T, d *daemon, body string) (*http.Response, []byte) {
+	t.Helper()
+	resp, b := postNoFatal(d, body)
+	if resp == nil {
+		t.Fatalf("POST: %s", b)
+	}
+	return resp, b
+}
+
+// postNoFatal is post for goroutines: a transport error returns a nil
+// response and the error's text.
+func postNoFatal(d *daemon, body string) (*http.Response, []byte) {
+	req, _ := http.NewRequest(http.MethodPost, d.BaseURL()+"/chat/completions", strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+clientKey)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := httpClient.Do(req)
+	if err != nil {
+		return nil, []byte(err.Error())
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp, b
+}
+
+// modelIDs lists the routes contractd serves now (GET /v1/models).
+func modelIDs(t *testing.T, d *daemon) []string {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, d.BaseURL()+"/models", nil)
+	req.Header.Set("Authorization", "Bearer "+clientKey)
+	resp, err := httpClient.Do(req)
+	if err != nil {
+		t.Fatalf("GET /v1/models: %v", err)
+	}
+	defer resp.Body.Close()
+	var list struct {
+		Data []struct {
+			ID string `json:"id"`
+		} `json:"data"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&list); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("GET /v1/models: status %d, %v", resp.StatusCode, err)
+	}
+	var ids []string
+	for _, m := range list.Data {
+		ids = append(ids, m.ID)
+	}
+	return ids
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+// scanLines splits s into non-empty lines.
+func scanLines(s string) []string {
+	var out []string
+	sc := bufio.NewScanner(strings.NewReader(s))
+	for sc.Scan() {
+		if l := sc.Text(); l != "" {
+			out = append(out, l)
+		}
+	}
+	return out
+}

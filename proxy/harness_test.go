@@ -1,0 +1,673 @@
+package proxy
+
+// Test harness: a scripted fake upstream (httptest) that records what it
+// received, a config compiled from YAML with config.LoadBytes, a Server in
+// front (httptest), an in-memory audit sink and a goroutine-leak check.
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/contractd/contractd/audit"
+	"github.com/contractd/contractd/config"
+	"github.com/contractd/contractd/contracts"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files under testdata/golden")
+
+const (
+	clientKey   = "client-key-1"
+	clientKeys  = "client-key-1, client-key-2"
+	upstreamKey = "sk-upstream-secret-"
+)
+
+// ---------------------------------------------------------------- upstream
+
+// upCall is one request the fake upstream received.
+type upCall struct {
+	N      int // 1-based hit number
+	Header http.Header
+	Body   []byte
+	JSON   map[string]any
+	Ctx    context.Context // the request's context (done when the caller gives up)
+}
+
+// Temperature is the temperature the call was made with (-1 when absent).
+func (c *upCall) Temperature() float64 {
+	if t, ok := c.JSON["temperature"].(float64); ok {
+		return t
+	}
+	return -1
+}
+
+// Messages returns the messages sent.
+func (c *upCall) Messages() []map[string]any {
+	raw, _ := c.JSON["messages"].([]any)
+	out := make([]map[string]any, len(raw))
+	for i, m := range raw {
+		out[i], _ = m.(map[string]any)
+	}
+	return out
+}
+
+type upHandler func(w http.ResponseWriter, r *http.Request, c *upCall)
+
+// fakeUpstream is an OpenAI-compatible upstream scripted per call.
+type fakeUpstream struct {
+	srv    *httptest.Server
+	handle upHandler
+	quit   chan struct{} // closed on Close: hung handlers return
+
+	mu    sync.Mutex
+	calls []*upCall
+}
+
+func newFakeUpstream(t *testing.T, h upHandler) *fakeUpstream {
+	t.Helper()
+	f := &fakeUpstream{handle: h, quit: make(chan struct{})}
+	f.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		c := &upCall{Header: r.Header.Clone(), Body: body, Ctx: r.Context()}
+		_ = json.Unmarshal(body, &c.JSON)
+		f.mu.Lock()
+		f.calls = append(f.calls, c)
+		c.N = len(f.calls)
+		f.mu.Unlock()
+		if r.URL.Path != "/v1/chat/completions" {
+			http.Error(w, "wrong path "+r.URL.Path, http.StatusNotFound)
+			return
+		}
+		f.handle(w, r, c)
+	}))
+	return f
+}
+
+func (f *fakeUpstream) URL() string { return f.srv.URL + "/v1" }
+
+func (f *fakeUpstream) Calls() []*upCall {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]*upCall(nil), f.calls...)
+}
+
+func (f *fakeUpstream) Hits() int { return len(f.Calls()) }
+
+func (f *fakeUpstream) Close() {
+	select {
+	case <-f.quit:
+	default:
+		close(f.quit)
+	}
+	f.srv.Close()
+}
+
+// hang blocks until the caller gives up or the test ends.
+func (f *fakeUpstream) hang(r *http.Request) {
+	select {
+	case <-r.Context().Done():
+	case <-f.quit:
+	}
+}
+
+// completion is an upstream chat completion body.
+func completion(content string, finish string, prompt, compl int) []byte {
+	if finish == "" {
+		finish = "stop"
+	}
+	return mustJSON(map[string]any{
+		"id": "chatcmpl-up-1", "object": "chat.completion", "created": 1700000000,
+		"model": "test-model-1-2024-08-06", "system_fingerprint": "fp_up",
+		"choices": []any{map[string]any{"index": 0, "finish_reason": finish,
+			"message": map[string]any{"role": "assistant", "content": content}}},
+		"usage": map[string]any{"prompt_tokens": prompt, "completion_tokens": compl, "total_tokens": prompt + compl},
+	})
+}
+
+func reply(w http.ResponseWriter, status int, body []byte) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
+}
+
+// Outputs used across tests.
+const (
+	validClassify   = `{"intent":"claim","summary":"window broke","evidence":["window broke"]}`
+	validAnswer     = `{"answer":"forty-two"}`
+	rejectedMarker  = "ZZ-REJECTED-OUTPUT-MARKER"
+	invalidClassify = `{"intent":"claim","notes":"` + rejectedMarker + `"}` // summary missing, extra key
+	invalidAnswer   = `Sure! {"answer":"` + rejectedMarker + `"}`           // prose around JSON
+)
+
+// byTemperature answers invalid at temperature > 0 and valid at 0 (the
+// default plan's attempt 2), with usage (10,5) and (8,4).
+func byTemperature(invalid, valid string) upHandler {
+	return func(w http.ResponseWriter, r *http.Request, c *upCall) {
+		if c.Temperature() > 0 {
+			reply(w, 200, completion(invalid, "stop", 10, 5))
+			return
+		}
+		reply(w, 200, completion(valid, "stop", 8, 4))
+	}
+}
+
+func always(content string) upHandler {
+	return func(w http.ResponseWriter, r *http.Request, c *upCall) {
+		reply(w, 200, completion(content, "stop", 10, 5))
+	}
+}
+
+// ------------------------------------------------------------------ config
+
+// cfg are the knobs of the test config.
+type cfg struct {
+	RequestTimeout string // server.request_timeout, default 5s
+	MaxBody        int    // server.max_body_bytes, default 4096
+	ClassifyTemp   string // classify route temperature, default 0.7
+	Drop           []string
+	IncludeContent bool
+}
+
+const baseYAML = `
+server:
+  max_body_bytes: @MAX_BODY@
+  request_timeout: @REQ_TIMEOUT@
+  api_keys_env: CONTRACTD_TEST_CLIENT_KEYS
+audit:
+  sink: none
+  include_content: @INCLUDE@
+upstreams:
+  - name: up
+    base_url: @UP@
+    api_key_env: CONTRACTD_TEST_UPSTREAM_KEY
+    timeout: 200ms
+    max_retries: 2
+  - name: up-mct
+    base_url: @UP@
+    api_key_env: CONTRACTD_TEST_UPSTREAM_KEY
+    timeout: 200ms
+    max_retries: 2
+    max_tokens_param: max_completion_tokens
+  - name: up-slow
+    base_url: @UP@
+    api_key_env: CONTRACTD_TEST_UPSTREAM_KEY
+    timeout: 2s
+    max_retries: 0
+labels:
+  - name: intent
+    values: [claim, billing, other]
+prompts:
+  - name: classify
+    input_schema:
+      type: object
+      required: [subject, body]
+      additionalProperties: false
+      properties: {subject: {type: string}, body: {type: string}}
+    example_input: {subject: "Broken window", body: "My window broke during the storm."}
+    system: |
+      Classify the email. Allowed intents: {{ join (labels "intent") ", " }}.
+      Reply with one JSON object matching this schema: {{ schema }}
+    user: |
+      Subject: {{ .Input.subject }}
+      {{ .Input.body }}
+  - name: freeform
+    system: |
+      Answer the user's question as JSON: {{ schema }}
+contracts:
+  - name: classify_v1
+    schema_file: contracts/classify.schema.json
+    policies:
+      labels: [{path: /intent, set: intent}]
+      evidence: [{path: /evidence/*, source: /body}]
+  - name: answer_v1
+    schema:
+      type: object
+      required: [answer]
+      additionalProperties: false
+      properties: {answer: {type: string}}
+    policies:
+      forbidden: [{name: secret, path: /answer, pattern: "(?i)forbidden-word"}]
+routes:
+`
+
+var routeYAML = map[string]string{
+	"classify": `
+  - name: classify
+    upstream: up
+    model: test-model-1
+    prompt: classify
+    contract: classify_v1
+    temperature: @CLASSIFY_TEMP@
+    max_output_tokens: 300
+    seed: 7
+    response_format: json_object
+`,
+	"free": `
+  - name: free
+    upstream: up
+    model: test-model-1
+    prompt: freeform
+    contract: answer_v1
+    temperature: 0.5
+    max_output_tokens: 100
+`,
+	"free-drop": `
+  - name: free-drop
+    upstream: up-mct
+    model: test-model-2
+    prompt: freeform
+    contract: answer_v1
+    temperature: 1
+    max_output_tokens: 64
+    client_system: drop
+    response_format: json_schema
+    retry:
+      - {temperature: 1}
+      - {temperature: 0.2}
+      - {temperature: 0, shorten: {ratio: 0.5, keep: head_tail}}
+`,
+	"tight": `
+  - name: tight
+    upstream: up
+    model: test-model-1
+    prompt: freeform
+    contract: answer_v1
+    temperature: 0.5
+    max_output_tokens: 50
+    budget: {max_input_tokens: 60, max_total_tokens: 600}
+`,
+	"broke": `
+  - name: broke
+    upstream: up
+    model: test-model-1
+    prompt: freeform
+    contract: answer_v1
+    temperature: 0.5
+    max_output_tokens: 50
+    budget: {max_total_tokens: 10}
+`,
+	"slow": `
+  - name: slow
+    upstream: up-slow
+    model: test-model-1
+    prompt: freeform
+    contract: answer_v1
+    temperature: 0.5
+`,
+	"raw": `
+  - name: raw
+    upstream: up-slow
+    model: raw-upstream-model
+    passthrough: true
+`,
+	"raw-fast": `
+  - name: raw-fast
+    upstream: up
+    model: raw-upstream-model
+    passthrough: true
+`,
+}
+
+var routeOrder = []string{"classify", "free", "free-drop", "tight", "broke", "slow", "raw", "raw-fast"}
+
+func configYAML(upURL string, c cfg) string {
+	or := func(v, d string) string {
+		if v == "" {
+			return d
+		}
+		return v
+	}
+	maxBody := c.MaxBody
+	if maxBody == 0 {
+		maxBody = 4096
+	}
+	var b strings.Builder
+	b.WriteString(baseYAML)
+outer:
+	for _, name := range routeOrder {
+		for _, d := range c.Drop {
+			if d == name {
+				continue outer
+			}
+		}
+		b.WriteString(routeYAML[name])
+	}
+	return strings.NewReplacer(
+		"@UP@", upURL,
+		"@MAX_BODY@", fmt.Sprint(maxBody),
+		"@REQ_TIMEOUT@", or(c.RequestTimeout, "5s"),
+		"@CLASSIFY_TEMP@", or(c.ClassifyTemp, "0.7"),
+		"@INCLUDE@", fmt.Sprint(c.IncludeContent),
+	).Replace(b.String())
+}
+
+// loadRuntime compiles the test config. Its path sits in testdata so the
+// contract's relative schema_file resolves against testdata/.
+func loadRuntime(t testing.TB, upURL string, c cfg) *config.Runtime {
+	t.Helper()
+	rt, err := config.LoadBytes(filepath.Join("testdata", "contractd.yaml"), []byte(configYAML(upURL, c)))
+	if err != nil {
+		t.Fatalf("config: %v", err)
+	}
+	return rt
+}
+
+// ------------------------------------------------------------------ server
+
+// memSink keeps audit events in memory.
+type memSink struct {
+	mu  sync.Mutex
+	evs []audit.Event
+	raw bytes.Buffer
+}
+
+func (m *memSink) Write(ev *audit.Event) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.evs = append(m.evs, *ev)
+	b, _ := json.Marshal(ev)
+	m.raw.Write(append(b, '\n'))
+	return nil
+}
+func (m *memSink) Close() error { return nil }
+
+func (m *memSink) Events() []audit.Event {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]audit.Event(nil), m.evs...)
+}
+
+func (m *memSink) Raw() string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.raw.String()
+}
+
+// waitEvent waits for the audit event of request id (handlers write it
+// before the response completes, but a client that hung up does not wait).
+func (m *memSink) waitEvent(t *testing.T, id string) audit.Event {
+	t.Helper()
+	deadline := time.Now().Add(3 * time.Second)
+	for time.Now().Before(deadline) {
+		for _, ev := range m.Events() {
+			if id == "" || ev.RequestID == id {
+				return ev
+			}
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatalf("no audit event for request %q", id)
+	return audit.Event{}
+}
+
+type harness struct {
+	t      *testing.T
+	up     *fakeUpstream
+	rt     *config.Runtime
+	srv    *Server
+	caller *Caller
+	front  *httptest.Server
+	client *http.Client
+	sink   *memSink
+	cfg    cfg
+}
+
+func testKeys(u *config.Upstream) string {
+	if u.APIKeyEnv == "" {
+		return ""
+	}
+	return upstreamKey + u.Name
+}
+
+func testEnv(name string) string {
+	if name == "CONTRACTD_TEST_CLIENT_KEYS" {
+		return clientKeys
+	}
+	return ""
+}
+
+func newHarness(t *testing.T, h upHandler, c cfg) *harness {
+	t.Helper()
+	up := newFakeUpstream(t, h)
+	rt := loadRuntime(t, up.URL(), c)
+	caller := NewCaller(testKeys)
+	caller.Backoff = time.Millisecond
+	sink := &memSink{}
+	srv := NewServer(rt, caller, sink, nil)
+	srv.Env = testEnv
+	srv.Swap(rt) // again, now that Env reads the test's client keys
+	front := httptest.NewServer(srv.Handler(&Admin{}))
+	hs := &harness{t: t, up: up, rt: rt, srv: srv, caller: caller, front: front, sink: sink, cfg: c,
+		client: &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}}
+	t.Cleanup(hs.Close)
+	return hs
+}
+
+// Close shuts everything down and drops idle connections so goroutine
+// counts settle.
+func (h *harness) Close() {
+	h.up.Close()
+	h.front.Close()
+	h.client.CloseIdleConnections()
+	h.caller.Client.CloseIdleConnections()
+}
+
+// reload compiles the config with c and installs it.
+func (h *harness) reload(c cfg) *config.Runtime {
+	rt := loadRuntime(h.t, h.up.URL(), c)
+	h.srv.Swap(rt)
+	return rt
+}
+
+// result is a client-side response.
+type result struct {
+	Status int
+	Header http.Header
+	Body   []byte
+	JSON   map[string]any
+}
+
+func (r *result) errorObj() map[string]any {
+	e, _ := r.JSON["error"].(map[string]any)
+	return e
+}
+
+// post sends body to path (default route path) with the client key;
+// hdr are extra "Name: value" headers ("Authorization:" alone removes it).
+func (h *harness) post(path, body string, hdr ...string) *result {
+	h.t.Helper()
+	return h.do(context.Background(), path, strings.NewReader(body), int64(len(body)), hdr...)
+}
+
+func (h *harness) do(ctx context.Context, path string, body io.Reader, n int64, hdr ...string) *result {
+	h.t.Helper()
+	if path == "" {
+		path = "/v1/chat/completions"
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.front.URL+path, body)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	req.ContentLength = n
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+clientKey)
+	for _, kv := range hdr {
+		k, v, _ := strings.Cut(kv, ":")
+		if v = strings.TrimSpace(v); v == "" {
+			req.Header.Del(k)
+		} else {
+			req.Header.Set(k, v)
+		}
+	}
+	resp, err := h.client.Do(req)
+	if err != nil {
+		h.t.Fatalf("POST %s: %v", path, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		h.t.Fatalf("POST %s: reading body: %v", path, err)
+	}
+	res := &result{Status: resp.StatusCode, Header: resp.Header, Body: b}
+	_ = json.Unmarshal(b, &res.JSON)
+	return res
+}
+
+// -------------------------------------------------------------- assertions
+
+// wantError checks the OpenAI envelope: status, type, code and param
+// (nil: JSON null), and that param is present either way.
+func wantError(t *testing.T, r *result, status int, typ, code string, param *string) {
+	t.Helper()
+	if r.Status != status {
+		t.Fatalf("status %d, want %d; body %s", r.Status, status, r.Body)
+	}
+	if ct := r.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
+		t.Errorf("Content-Type %q", ct)
+	}
+	e := r.errorObj()
+	if e == nil {
+		t.Fatalf("no error object: %s", r.Body)
+	}
+	if e["type"] != typ || e["code"] != code {
+		t.Errorf("type/code %v/%v, want %s/%s; body %s", e["type"], e["code"], typ, code, r.Body)
+	}
+	if msg, _ := e["message"].(string); msg == "" {
+		t.Errorf("empty message: %s", r.Body)
+	}
+	p, present := e["param"]
+	switch {
+	case !present:
+		t.Errorf("error.param missing: %s", r.Body)
+	case param == nil && p != nil:
+		t.Errorf("param %v, want null", p)
+	case param != nil && p != *param:
+		t.Errorf("param %v, want %q", p, *param)
+	}
+	wantRequestID(t, r)
+}
+
+func wantRequestID(t *testing.T, r *result) string {
+	t.Helper()
+	ids := r.Header.Values("X-Request-Id")
+	if len(ids) != 1 || !strings.HasPrefix(ids[0], "req_") {
+		t.Errorf("X-Request-Id %q, want exactly one req_…", ids)
+		return ""
+	}
+	return ids[0]
+}
+
+// wantContractHeaders checks X-Contract-Route/Attempts (attempts 0: absent).
+func wantContractHeaders(t *testing.T, r *result, route string, attempts int) {
+	t.Helper()
+	if attempts == 0 {
+		if v := r.Header.Values("X-Contract-Route"); len(v) > 0 {
+			t.Errorf("X-Contract-Route %q on a response that ran no attempt", v)
+		}
+		if v := r.Header.Values("X-Contract-Attempts"); len(v) > 0 {
+			t.Errorf("X-Contract-Attempts %q on a response that ran no attempt", v)
+		}
+		return
+	}
+	if got := r.Header.Get("X-Contract-Route"); got != route {
+		t.Errorf("X-Contract-Route %q, want %q", got, route)
+	}
+	if got := r.Header.Get("X-Contract-Attempts"); got != fmt.Sprint(attempts) {
+		t.Errorf("X-Contract-Attempts %q, want %d", got, attempts)
+	}
+}
+
+func sp(s string) *string { return &s }
+
+func templateData(in any) contracts.TemplateData { return contracts.TemplateData{Input: in} }
+
+// checkGolden compares got with testdata/golden/name (rewritten by -update).
+func checkGolden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", "golden", name)
+	if *update {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("golden %s: %v (run with -update)", path, err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s differs from golden:\n got %s\nwant %s", name, got, want)
+	}
+}
+
+// --------------------------------------------------------------------- SSE
+
+// readEvent reads one SSE event's data line(s) ("" at EOF).
+func readEvent(br *bufio.Reader) (string, error) {
+	var data []string
+	for {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			return strings.Join(data, "\n"), err
+		}
+		line = strings.TrimRight(line, "\r\n")
+		if line == "" {
+			if len(data) == 0 {
+				continue
+			}
+			return strings.Join(data, "\n"), nil
+		}
+		if d, ok := strings.CutPrefix(line, "data:"); ok {
+			data = append(data, strings.TrimPrefix(d, " "))
+		}
+	}
+}
+
+// ------------------------------------------------------------------- leaks
+
+// noLeaks records the goroutine count; the returned func waits (after the
+// caller closed servers and idle connections) for it to settle back.
+func noLeaks(t *testing.T) func() {
+	t.Helper()
+	before := runtime.NumGoroutine()
+	return func() {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			n := runtime.NumGoroutine()
+			if n <= before {
+				return
+			}
+			if time.Now().After(deadline) {
+				buf := make([]byte, 1<<20)
+				buf = buf[:runtime.Stack(buf, true)]
+				t.Errorf("goroutine leak: %d before, %d after\n%s", before, n, buf)
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+}
+
+func stringsReader(s string) io.Reader { return strings.NewReader(s) }
+
+func drain(resp *http.Response) {
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+}

@@ -1,0 +1,310 @@
+package proxy
+
+// Passthrough routes (SPEC §3, §9): forwarded untouched but for model and
+// Authorization, SSE relayed event by event, client disconnects cancel the
+// upstream call.
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+func TestPassthroughForwardsUntouched(t *testing.T) {
+	h := newHarness(t, func(w http.ResponseWriter, r *http.Request, c *upCall) {
+		w.Header().Set("X-Request-Id", "upstream-req-id")
+		w.Header().Set("X-Upstream", "yes")
+		reply(w, 201, []byte(`{"upstream":"says hi"}`))
+	}, cfg{})
+	// Everything contract routes reject or rewrite is forwarded as sent.
+	client := `{"temperature":1.30,"model":"raw","tools":[{"type":"function"}],"n":2,"stream_options":{"x":1},` +
+		`"messages":[{"role":"system","content":"\u00e9 sys"},{"role":"developer","content":"d"}],"seed":1e3,"x":[1E2,"\/"]}`
+	r := h.post("", client, "X-Custom: keep-me", "OpenAI-Project: p1")
+	if r.Status != 201 || string(r.Body) != `{"upstream":"says hi"}` {
+		t.Fatalf("status %d body %s", r.Status, r.Body)
+	}
+	if r.Header.Get("X-Upstream") != "yes" {
+		t.Error("upstream response header not relayed")
+	}
+	if ids := r.Header.Values("X-Request-Id"); len(ids) != 1 || !strings.HasPrefix(ids[0], "req_") {
+		t.Errorf("X-Request-Id %q, want exactly contractd's", ids)
+	}
+	wantContractHeaders(t, r, "", 0)
+	c := h.up.Calls()[0]
+	want := strings.Replace(client, `"model":"raw"`, `"model":"raw-upstream-model"`, 1)
+	if string(c.Body) != want {
+		t.Errorf("upstream body\n got %s\nwant %s", c.Body, want)
+	}
+	if got := c.Header.Get("Authorization"); got != "Bearer "+upstreamKey+"up-slow" {
+		t.Errorf("Authorization %q", got)
+	}
+	if c.Header.Get("X-Custom") != "keep-me" || c.Header.Get("OpenAI-Project") != "p1" {
+		t.Errorf("client headers not forwarded: %v", c.Header)
+	}
+	for k, vs := range c.Header {
+		for _, v := range vs {
+			if strings.Contains(v, "client-key") {
+				t.Errorf("client key forwarded in %s", k)
+			}
+		}
+	}
+	ev := h.sink.waitEvent(t, r.Header.Get("X-Request-Id"))
+	if ev.Outcome != "passthrough" || ev.Status != 201 || ev.Route != "raw" || len(ev.Attempts) != 1 ||
+		ev.Attempts[0].UpstreamStatus != 201 || ev.Attempts[0].Violations == nil {
+		t.Errorf("audit %+v", ev)
+	}
+	// By path too; the body's model is replaced all the same.
+	r = h.post("/r/raw/v1/chat/completions", `{"model":"whatever","x":1}`)
+	if r.Status != 201 || string(h.up.Calls()[1].Body) != `{"model":"raw-upstream-model","x":1}` {
+		t.Errorf("by path: %d %s", r.Status, h.up.Calls()[1].Body)
+	}
+	// A name spelled with escapes is replaced in place, spelling kept.
+	r = h.post("/r/raw/v1/chat/completions", `{"\u006dodel":"x","\u0079":1}`)
+	if r.Status != 201 || string(h.up.Calls()[2].Body) != `{"\u006dodel":"raw-upstream-model","\u0079":1}` {
+		t.Errorf("escaped names: %d %s", r.Status, h.up.Calls()[2].Body)
+	}
+	// Without a model member, one is added.
+	r = h.post("/r/raw/v1/chat/completions", `{"x":1}`)
+	if r.Status != 201 || string(h.up.Calls()[3].Body) != `{"x":1,"model":"raw-upstream-model"}` {
+		t.Errorf("no model: %d %s", r.Status, h.up.Calls()[3].Body)
+	}
+}
+
+func TestPassthroughStreamsEventByEvent(t *testing.T) {
+	ack := make(chan struct{})
+	var early atomic.Bool
+	h := newHarness(t, func(w http.ResponseWriter, r *http.Request, c *upCall) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(200)
+		fl := w.(http.Flusher)
+		fmt.Fprint(w, "data: {\"n\":1}\n\n")
+		fl.Flush()
+		// Send the second event only once the client has the first: if the
+		// proxy buffered, the client would never get it in time.
+		select {
+		case <-ack:
+		case <-time.After(1500 * time.Millisecond):
+			early.Store(true)
+		case <-r.Context().Done():
+			return
+		}
+		fmt.Fprint(w, "data: {\"n\":2}\n\n")
+		fl.Flush()
+		fmt.Fprint(w, "data: [DONE]\n\n")
+		fl.Flush()
+	}, cfg{})
+	req, _ := http.NewRequest("POST", h.front.URL+"/v1/chat/completions", strings.NewReader(`{"model":"raw","stream":true}`))
+	req.Header.Set("Authorization", "Bearer "+clientKey)
+	resp, err := h.client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream" {
+		t.Fatalf("status %d %v", resp.StatusCode, resp.Header)
+	}
+	br := bufio.NewReader(resp.Body)
+	var got []string
+	first, err := readEvent(br)
+	if err != nil {
+		t.Fatalf("first event: %v", err)
+	}
+	got = append(got, first)
+	close(ack)
+	for {
+		ev, err := readEvent(br)
+		if ev != "" {
+			got = append(got, ev)
+		}
+		if err != nil {
+			break
+		}
+	}
+	if early.Load() {
+		t.Error("the client did not get event 1 before the upstream sent event 2 (buffered)")
+	}
+	if want := []string{`{"n":1}`, `{"n":2}`, `[DONE]`}; strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Errorf("events %q, want %q", got, want)
+	}
+	if c := h.up.Calls()[0]; string(c.Body) != `{"model":"raw-upstream-model","stream":true}` {
+		t.Errorf("upstream body %s", c.Body)
+	}
+}
+
+// startHung sends body to the front in the background; the upstream
+// handler reports the request, then waits for its context to end.
+func startHung(t *testing.T, h *harness, ctx context.Context, body string) <-chan error {
+	t.Helper()
+	errc := make(chan error, 1)
+	go func() {
+		req, _ := http.NewRequestWithContext(ctx, "POST", h.front.URL+"/v1/chat/completions", strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+clientKey)
+		resp, err := h.client.Do(req)
+		if err == nil {
+			_, err = io.ReadAll(resp.Body)
+			resp.Body.Close()
+		}
+		errc <- err
+	}()
+	return errc
+}
+
+func TestClientDisconnectCancelsUpstream(t *testing.T) {
+	for _, tc := range []struct {
+		name, body string
+		stream     bool // the upstream sends a first event, then hangs
+	}{
+		{"passthrough", `{"model":"raw","stream":false}`, false},
+		{"passthrough mid-stream", `{"model":"raw","stream":true}`, true},
+		{"contract route", `{"model":"slow","messages":[` + userHi + `]}`, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			check := noLeaks(t)
+			got := make(chan struct{}, 1)
+			gone := make(chan struct{}, 1)
+			h := newHarness(t, func(w http.ResponseWriter, r *http.Request, c *upCall) {
+				if tc.stream {
+					w.Header().Set("Content-Type", "text/event-stream")
+					w.WriteHeader(200)
+					fmt.Fprint(w, "data: {\"n\":1}\n\n")
+					w.(http.Flusher).Flush()
+				}
+				got <- struct{}{}
+				select {
+				case <-r.Context().Done():
+					gone <- struct{}{}
+				case <-time.After(5 * time.Second):
+				}
+			}, cfg{})
+			ctx, cancel := context.WithCancel(context.Background())
+			errc := startHung(t, h, ctx, tc.body)
+			select {
+			case <-got:
+			case <-time.After(3 * time.Second):
+				t.Fatal("upstream never got the request")
+			}
+			cancel()
+			select {
+			case <-gone:
+			case <-time.After(3 * time.Second):
+				t.Fatal("client disconnect did not cancel the upstream call")
+			}
+			<-errc
+			// The request is still audited.
+			ev := h.sink.waitEvent(t, "")
+			if ev.Status != 499 {
+				t.Errorf("audit status %d outcome %s, want 499", ev.Status, ev.Outcome)
+			}
+			h.Close()
+			check()
+		})
+	}
+}
+
+func TestPassthroughUpstreamFailures(t *testing.T) {
+	t.Run("timeout", func(t *testing.T) {
+		// raw-fast's upstream times out after 200ms: 504, not an empty 200.
+		h := newHarness(t, func(w http.ResponseWriter, r *http.Request, c *upCall) { h0hang(r) }, cfg{})
+		start := time.Now()
+		r := h.post("", `{"model":"raw-fast"}`)
+		wantError(t, r, 504, "upstream_error", "upstream_timeout", nil)
+		if time.Since(start) > 2*time.Second {
+			t.Errorf("took %v", time.Since(start))
+		}
+		ev := h.sink.waitEvent(t, r.Header.Get("X-Request-Id"))
+		if ev.Outcome != "upstream_error" || ev.Status != 504 {
+			t.Errorf("audit %+v", ev)
+		}
+	})
+	t.Run("request_timeout", func(t *testing.T) {
+		h := newHarness(t, func(w http.ResponseWriter, r *http.Request, c *upCall) { h0hang(r) }, cfg{RequestTimeout: "300ms"})
+		r := h.post("", `{"model":"raw"}`)
+		wantError(t, r, 504, "upstream_error", "upstream_timeout", nil)
+	})
+	t.Run("connection reset", func(t *testing.T) {
+		h := newHarness(t, func(w http.ResponseWriter, r *http.Request, c *upCall) {
+			conn := hijack(w)
+			conn.Close()
+		}, cfg{})
+		r := h.post("", `{"model":"raw"}`)
+		wantError(t, r, 502, "upstream_error", "upstream_error", nil)
+		if bytes.Contains(r.Body, []byte(upstreamKey)) {
+			t.Error("key in error")
+		}
+	})
+	t.Run("healthy stream longer than the upstream timeout is relayed whole", func(t *testing.T) {
+		// raw-fast's upstream timeout is 200ms; it bounds the wait for
+		// headers, not the stream (request_timeout does).
+		h := newHarness(t, func(w http.ResponseWriter, r *http.Request, c *upCall) {
+			w.Header().Set("Content-Type", "text/event-stream")
+			w.WriteHeader(200)
+			for i := 1; i <= 4; i++ {
+				fmt.Fprintf(w, "data: {\"n\":%d}\n\n", i)
+				w.(http.Flusher).Flush()
+				time.Sleep(120 * time.Millisecond)
+			}
+			fmt.Fprint(w, "data: [DONE]\n\n")
+		}, cfg{})
+		req, _ := http.NewRequest("POST", h.front.URL+"/v1/chat/completions", strings.NewReader(`{"model":"raw-fast","stream":true}`))
+		req.Header.Set("Authorization", "Bearer "+clientKey)
+		resp, err := h.client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil || !strings.Contains(string(b), `{"n":4}`) || !strings.HasSuffix(string(b), "data: [DONE]\n\n") {
+			t.Errorf("stream cut: %q, %v", b, err)
+		}
+		if ev := h.sink.waitEvent(t, resp.Header.Get("X-Request-Id")); ev.Outcome != "passthrough" || ev.Status != 200 {
+			t.Errorf("audit %+v", ev)
+		}
+	})
+	t.Run("stream cut by request_timeout", func(t *testing.T) {
+		h := newHarness(t, func(w http.ResponseWriter, r *http.Request, c *upCall) {
+			w.Header().Set("Content-Type", "text/event-stream")
+			w.WriteHeader(200)
+			fmt.Fprint(w, "data: {\"n\":1}\n\n")
+			w.(http.Flusher).Flush()
+			h0hang(r)
+		}, cfg{RequestTimeout: "500ms"})
+		req, _ := http.NewRequest("POST", h.front.URL+"/v1/chat/completions", strings.NewReader(`{"model":"raw-fast","stream":true}`))
+		req.Header.Set("Authorization", "Bearer "+clientKey)
+		resp, err := h.client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err == nil || !strings.Contains(string(b), `{"n":1}`) {
+			t.Errorf("want event 1 then an aborted stream, got %q, %v", b, err)
+		}
+		ev := h.sink.waitEvent(t, resp.Header.Get("X-Request-Id"))
+		if ev.Outcome != "upstream_error" || ev.Status != 200 {
+			t.Errorf("audit %+v", ev)
+		}
+	})
+	t.Run("upstream status relayed", func(t *testing.T) {
+		h := newHarness(t, func(w http.ResponseWriter, r *http.Request, c *upCall) {
+			reply(w, 429, []byte(`{"error":{"message":"slow down"}}`))
+		}, cfg{})
+		r := h.post("", `{"model":"raw"}`)
+		if r.Status != 429 || string(r.Body) != `{"error":{"message":"slow down"}}` || h.up.Hits() != 1 {
+			t.Errorf("status %d hits %d body %s", r.Status, h.up.Hits(), r.Body)
+		}
+	})
+}
+
+func h0hang(r *http.Request) {
+	select {
+	case <-r.Context().Done():
+	case <-time.After(3 * time.Second):
+	}
+}
