@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"crypto/sha256"
 	"math"
 	"net/http"
 	"strings"
@@ -11,8 +12,8 @@ import (
 )
 
 // rateLimiter is an optional per-client-key token bucket (server.rate_limit).
-// Buckets are keyed by a hash-free copy of the key held only in memory and
-// never logged; without keys, all clients share one bucket.
+// Buckets are keyed by a SHA-256 of the key, so no key sits in the map and
+// nothing here can log one; without keys, all clients share one bucket.
 type rateLimiter struct {
 	mu      sync.Mutex
 	cfg     *config.RateLimit
@@ -37,7 +38,8 @@ func (l *rateLimiter) allow(r *http.Request) *APIError {
 	if l.cfg == nil {
 		return nil
 	}
-	key := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
+	sum := sha256.Sum256([]byte(strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")))
+	key := string(sum[:])
 	burst := float64(max(l.cfg.Burst, 1))
 	now := time.Now()
 	b := l.buckets[key]
