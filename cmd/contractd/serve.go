@@ -19,6 +19,7 @@ import (
 	"github.com/contractd/contractd/audit"
 	"github.com/contractd/contractd/config"
 	"github.com/contractd/contractd/proxy"
+	"github.com/contractd/contractd/retry"
 	"github.com/fsnotify/fsnotify"
 )
 
@@ -101,6 +102,15 @@ func serve(ctx context.Context, path string, rt *config.Runtime, logger *slog.Lo
 		}
 		return os.Getenv(u.APIKeyEnv)
 	})
+	// Load tokenizers in the background now rather than on the first
+	// request that needs them (a budget or a shortened attempt).
+	go func() {
+		for _, r := range rt.RouteList {
+			if !r.Passthrough {
+				retry.CounterFor(r.Model).Count("warm")
+			}
+		}
+	}()
 	srv := proxy.NewServer(rt, caller, sink, logger)
 	srv.Telemetry = tel
 	if !srv.AuthEnabled() {
