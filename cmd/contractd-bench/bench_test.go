@@ -1,0 +1,203 @@
+package main
+
+// In-process twins of the load benchmark, for CPU profiles (contractd has
+// no pprof endpoint):
+//
+//	go test -run '^$' -bench Contractd -cpuprofile /tmp/cpu.out ./cmd/contractd-bench
+//	go tool pprof -top -nodecount 40 /tmp/cpu.out
+//
+// BenchmarkContractdHTTP serves the benchmark route with proxy.Server behind
+// the same telemetry middleware and logger the binary uses, over loopback
+// HTTP, against the same mock upstream; BenchmarkContractdHandler skips both
+// sockets (in-memory upstream, recorder) to isolate contractd's own work.
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+
+	"testing"
+
+	"github.com/contractd/contractd/audit"
+	"github.com/contractd/contractd/config"
+	"github.com/contractd/contractd/contracts"
+	"github.com/contractd/contractd/proxy"
+	"github.com/contractd/contractd/telemetry"
+)
+
+func loadBenchRuntime(tb testing.TB, upstreamURL string) *config.Runtime {
+	tb.Helper()
+	rt, err := config.LoadBytes("bench.yaml", []byte(configYAML("127.0.0.1:0", "127.0.0.1:0", upstreamURL, "info")))
+	if err != nil {
+		tb.Fatalf("config: %v", err)
+	}
+	return rt
+}
+
+// TestFixture: the mock's output is valid against the benchmark contract,
+// the invalid one is not, and the config the run writes compiles.
+func TestFixture(t *testing.T) {
+	rt := loadBenchRuntime(t, "http://127.0.0.1:1/v1")
+	route := rt.Routes["triage"]
+	if route == nil || route.Contract == nil {
+		t.Fatal("no triage contract route")
+	}
+	if n := len(benchOutput); n < 1300 || n > 1700 {
+		t.Errorf("benchmark output is %d bytes, want ~1.5 KB", n)
+	}
+	subj := &contracts.Subject{}
+	if res := route.Contract.Check(benchOutput, subj); !res.Valid {
+		t.Errorf("benchmark output is invalid: %+v", res.Violations)
+	}
+	res := route.Contract.Check(benchInvalidOutput, subj)
+	if res.Valid {
+		t.Error("the invalid output passes")
+	}
+	if len(rt.Warnings) > 0 {
+		t.Errorf("config warnings: %v", rt.Warnings)
+	}
+}
+
+// newInProcess builds the server the way cmd/contractd's serve does.
+func newInProcess(tb testing.TB, rt *config.Runtime, client *http.Client) http.Handler {
+	tb.Helper()
+	logger := slog.New(slog.NewJSONHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	tel, err := telemetry.New(telemetry.Options{Logger: logger, Global: true})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	caller := proxy.NewCaller(func(*config.Upstream) string { return "" })
+	if client != nil {
+		caller.Client = client
+	}
+	srv := proxy.NewServer(rt, caller, audit.NewWriter(io.Discard), logger)
+	srv.Telemetry = tel
+	return tel.Middleware(srv.Handler(nil))
+}
+
+func BenchmarkContractdHTTP(b *testing.B) {
+	up := httptest.NewServer(newMockUpstream())
+	defer up.Close()
+	front := httptest.NewServer(newInProcess(b, loadBenchRuntime(b, up.URL+"/v1"), nil))
+	defer front.Close()
+	client := newClient(64)
+	defer client.CloseIdleConnections()
+	body := requestBody("")
+	url := front.URL + "/v1/chat/completions"
+	b.SetParallelism(8) // 8 x GOMAXPROCS (2 here): concurrency 16
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		var buf bytes.Buffer
+		for pb.Next() {
+			resp, err := client.Post(url, "application/json", bytes.NewReader(body))
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			buf.Reset()
+			_, _ = io.Copy(&buf, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 200 {
+				b.Errorf("HTTP %d: %s", resp.StatusCode, buf.Bytes())
+				return
+			}
+		}
+	})
+}
+
+// memTransport is the mock upstream without a socket.
+type memTransport struct{ m *mockUpstream }
+
+func (t memTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	rec := httptest.NewRecorder()
+	t.m.ServeHTTP(rec, r)
+	return rec.Result(), nil
+}
+
+func BenchmarkContractdHandler(b *testing.B) {
+	h := newInProcess(b, loadBenchRuntime(b, "http://mock.invalid/v1"), &http.Client{Transport: memTransport{newMockUpstream()}})
+	body := requestBody("")
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			req := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", bytes.NewReader(body)).WithContext(context.Background())
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, req)
+			if rec.Code != 200 {
+				b.Errorf("HTTP %d: %s", rec.Code, rec.Body)
+				return
+			}
+		}
+	})
+}
+
+// BenchmarkValidateOnly is the contract check alone (extraction, schema,
+// policies) on the benchmark output.
+func BenchmarkValidateOnly(b *testing.B) {
+	k := loadBenchRuntime(b, "http://mock.invalid/v1").Routes["triage"].Contract
+	subj := &contracts.Subject{}
+	b.ReportAllocs()
+	for b.Loop() {
+		if res := k.Check(benchOutput, subj); !res.Valid {
+			b.Fatal(res.Violations)
+		}
+	}
+}
+
+// BenchmarkDirectHTTP is the baseline: the load generator's client against
+// the mock alone.
+func BenchmarkDirectHTTP(b *testing.B) {
+	up := httptest.NewServer(newMockUpstream())
+	defer up.Close()
+	client := newClient(64)
+	defer client.CloseIdleConnections()
+	body := requestBody("")
+	b.SetParallelism(8)
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			resp, err := client.Post(up.URL+"/v1/chat/completions", "application/json", bytes.NewReader(body))
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+	})
+}
+
+// TestWriteSection: -out replaces the generated section and keeps the rest.
+func TestWriteSection(t *testing.T) {
+	p := t.TempDir() + "/b.md"
+	if err := writeSection(p, "first\n"); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(p)
+	doc := strings.Replace(string(b), "# Benchmarks\n", "# Benchmarks\n\nintro\n", 1) + "\n## After\n\nkept\n"
+	if err := os.WriteFile(p, []byte(doc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, md := range []string{"second\n", "third\n"} {
+		if err := writeSection(p, md); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b, _ = os.ReadFile(p)
+	got := string(b)
+	for _, want := range []string{"intro\n", "third\n", "## After\n\nkept\n"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("missing %q in\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, "first") || strings.Contains(got, "second") || strings.Count(got, endMarker) != 1 {
+		t.Errorf("old sections left behind:\n%s", got)
+	}
+}

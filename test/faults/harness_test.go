@@ -1,0 +1,624 @@
+// Package faults is contractd's fault-injection and hardening suite: the
+// upstream misbehaves (5xx, 429, resets, garbage, unasked SSE, hangs, huge
+// bodies), the client misbehaves (disconnects, slow headers and bodies,
+// oversized headers and bodies, wrong keys, floods), and the config is
+// reloaded under load. Each case asserts the outcome SPEC §3/§9 defines,
+// that nothing panics, and that no goroutine or file descriptor outlives
+// the test.
+//
+// The pieces are the real ones: config.LoadBytes compiles the config,
+// proxy.NewServer serves it, and hardServer builds an http.Server with the
+// same settings cmd/contractd/serve.go uses (TestServeGoHardening keeps the
+// two in step).
+package faults
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/contractd/contractd/audit"
+	"github.com/contractd/contractd/config"
+	"github.com/contractd/contractd/proxy"
+)
+
+func TestMain(m *testing.M) {
+	// Warm the network poller and the resolver paths once, so the first
+	// test's "before" counts already include the process-wide descriptors
+	// (epoll, its eventfd) and goroutines the runtime keeps.
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	c := &http.Client{Transport: &http.Transport{}}
+	if resp, err := c.Get(srv.URL); err == nil {
+		resp.Body.Close()
+	}
+	c.CloseIdleConnections()
+	srv.Close()
+	os.Exit(m.Run())
+}
+
+// ------------------------------------------------------------------ leaks
+
+// fdCount is the number of open descriptors of this process.
+func fdCount(t testing.TB) int {
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Skipf("no /proc/self/fd: %v", err)
+	}
+	return len(ents) - 1 // ReadDir's own descriptor
+}
+
+// noLeaks records goroutines and descriptors now and, at cleanup (after
+// every cleanup registered later has closed servers and idle
+// connections), waits for both to settle back. Register it first.
+func noLeaks(t *testing.T) {
+	t.Helper()
+	g0, fd0 := runtime.NumGoroutine(), fdCount(t)
+	t.Cleanup(func() {
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			g, fd := runtime.NumGoroutine(), fdCount(t)
+			if g <= g0 && fd <= fd0 {
+				return
+			}
+			if time.Now().After(deadline) {
+				buf := make([]byte, 1<<20)
+				buf = buf[:runtime.Stack(buf, true)]
+				links := ""
+				if ents, err := os.ReadDir("/proc/self/fd"); err == nil {
+					for _, e := range ents {
+						l, _ := os.Readlink("/proc/self/fd/" + e.Name())
+						links += " " + e.Name() + "->" + l
+					}
+				}
+				t.Errorf("leak: goroutines %d -> %d, descriptors %d -> %d\nfds:%s\n%s", g0, g, fd0, fd, links, buf)
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	})
+}
+
+// --------------------------------------------------------------- upstream
+
+// upstream is a scripted fake OpenAI upstream. handle gets the 1-based hit
+// number. Hung handlers return when the caller gives up or on Close.
+type upstream struct {
+	srv      *httptest.Server
+	handle   func(w http.ResponseWriter, r *http.Request, n int)
+	quit     chan struct{}
+	hits     atomic.Int64
+	inflight atomic.Int64
+	peak     atomic.Int64
+	mu       sync.Mutex
+	auth     []string      // Authorization headers received
+	bodies   [][]byte      // bodies received
+	canceled chan struct{} // one send per request whose context ended early
+}
+
+func newUpstream(t *testing.T, h func(w http.ResponseWriter, r *http.Request, n int)) *upstream {
+	t.Helper()
+	u := &upstream{handle: h, quit: make(chan struct{}), canceled: make(chan struct{}, 1024)}
+	u.srv = httptest.NewServer(http.HandlerFunc(u.serve))
+	t.Cleanup(u.Close)
+	return u
+}
+
+func (u *upstream) serve(w http.ResponseWriter, r *http.Request) {
+	n := int(u.hits.Add(1))
+	cur := u.inflight.Add(1)
+	defer u.inflight.Add(-1)
+	for {
+		p := u.peak.Load()
+		if cur <= p || u.peak.CompareAndSwap(p, cur) {
+			break
+		}
+	}
+	body, _ := io.ReadAll(r.Body)
+	u.mu.Lock()
+	u.auth = append(u.auth, r.Header.Get("Authorization"))
+	u.bodies = append(u.bodies, body)
+	u.mu.Unlock()
+	u.handle(w, r, n)
+}
+
+// URL is the base_url for the config.
+func (u *upstream) URL() string { return u.srv.URL + "/v1" }
+
+func (u *upstream) Hits() int { return int(u.hits.Load()) }
+
+func (u *upstream) Close() {
+	select {
+	case <-u.quit:
+	default:
+		close(u.quit)
+	}
+	u.srv.CloseClientConnections()
+	u.srv.Close()
+}
+
+// hang blocks until the caller gives up (noted for waitCanceled) or the
+// test ends.
+func (u *upstream) hang(r *http.Request) {
+	select {
+	case <-r.Context().Done():
+		u.canceled <- struct{}{}
+	case <-u.quit:
+	}
+}
+
+// waitCanceled waits for n upstream requests to see their context end.
+func (u *upstream) waitCanceled(t *testing.T, n int, within time.Duration) {
+	t.Helper()
+	deadline := time.After(within)
+	for i := 0; i < n; i++ {
+		select {
+		case <-u.canceled:
+		case <-deadline:
+			t.Fatalf("only %d of %d upstream requests were cancelled within %v", i, n, within)
+		}
+	}
+}
+
+// rawUpstream is a TCP listener that reads one request per connection and
+// hands the raw connection to script: resets and torn bodies need the
+// socket itself.
+type rawUpstream struct {
+	ln   net.Listener
+	hits atomic.Int64
+	wg   sync.WaitGroup
+}
+
+func newRawUpstream(t *testing.T, script func(c *net.TCPConn, n int)) *rawUpstream {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := &rawUpstream{ln: ln}
+	u.wg.Add(1)
+	go func() {
+		defer u.wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			u.wg.Add(1)
+			go func() {
+				defer u.wg.Done()
+				defer c.Close()
+				_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+				if !readRequest(c) {
+					return
+				}
+				script(c.(*net.TCPConn), int(u.hits.Add(1)))
+			}()
+		}
+	}()
+	t.Cleanup(func() { ln.Close(); u.wg.Wait() })
+	return u
+}
+
+// readRequest consumes one HTTP/1.1 request with a Content-Length body.
+func readRequest(c net.Conn) bool {
+	var buf bytes.Buffer
+	tmp := make([]byte, 4096)
+	for {
+		n, err := c.Read(tmp)
+		buf.Write(tmp[:n])
+		if i := bytes.Index(buf.Bytes(), []byte("\r\n\r\n")); i >= 0 {
+			head := strings.ToLower(buf.String()[:i])
+			cl := 0
+			for _, l := range strings.Split(head, "\r\n") {
+				if v, ok := strings.CutPrefix(l, "content-length:"); ok {
+					fmt.Sscan(strings.TrimSpace(v), &cl)
+				}
+			}
+			for buf.Len() < i+4+cl {
+				n, err := c.Read(tmp)
+				buf.Write(tmp[:n])
+				if err != nil {
+					return false
+				}
+			}
+			return true
+		}
+		if err != nil {
+			return false
+		}
+	}
+}
+
+func (u *rawUpstream) URL() string { return "http://" + u.ln.Addr().String() + "/v1" }
+func (u *rawUpstream) Hits() int   { return int(u.hits.Load()) }
+
+// reset aborts the connection with a TCP RST.
+func reset(c *net.TCPConn) {
+	_ = c.SetLinger(0)
+	_ = c.Close()
+}
+
+// ------------------------------------------------------------ completions
+
+const (
+	validAnswer = `{"answer":"forty-two"}`
+	upstreamKey = "sk-upstream-SECRET-0123456789"
+	keyAlpha    = "ck-alpha-SECRET-aaaaaaaaaaaa"
+	keyBeta     = "ck-beta-SECRET-bbbbbbbbbbbbb"
+)
+
+func completion(content string) []byte {
+	b, _ := json.Marshal(map[string]any{
+		"id": "chatcmpl-up", "object": "chat.completion", "created": 1700000000, "model": "up-model",
+		"choices": []any{map[string]any{"index": 0, "finish_reason": "stop",
+			"message": map[string]any{"role": "assistant", "content": content}}},
+		"usage": map[string]any{"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+	})
+	return b
+}
+
+func reply(w http.ResponseWriter, status int, body []byte) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
+}
+
+func okHandler(w http.ResponseWriter, r *http.Request, n int) { reply(w, 200, completion(validAnswer)) }
+
+// ----------------------------------------------------------------- config
+
+// opts are the knobs of the test config.
+type opts struct {
+	UpTimeout      string // upstream timeout, default 300ms
+	MaxRetries     int    // default 2 (-1: 0)
+	MaxConcurrency int
+	RequestTimeout string // default 5s
+	MaxBody        int    // default 4096
+	Keys           bool   // server.api_keys_env set (keyAlpha, keyBeta)
+	RateLimit      string // e.g. "{requests_per_second: 2, burst: 3}"
+	NoPassthrough  bool
+}
+
+func configYAML(upURL string, o opts) string {
+	or := func(v, d string) string {
+		if v == "" {
+			return d
+		}
+		return v
+	}
+	retries := o.MaxRetries
+	if retries == 0 {
+		retries = 2
+	} else if retries < 0 {
+		retries = 0
+	}
+	maxBody := o.MaxBody
+	if maxBody == 0 {
+		maxBody = 4096
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "server:\n  max_body_bytes: %d\n  request_timeout: %s\n", maxBody, or(o.RequestTimeout, "5s"))
+	if o.Keys {
+		b.WriteString("  api_keys_env: FAULTS_CLIENT_KEYS\n")
+	}
+	if o.RateLimit != "" {
+		b.WriteString("  rate_limit: " + o.RateLimit + "\n")
+	}
+	fmt.Fprintf(&b, `audit:
+  sink: none
+upstreams:
+  - name: up
+    base_url: %s
+    api_key_env: FAULTS_UPSTREAM_KEY
+    timeout: %s
+    max_retries: %d
+`, upURL, or(o.UpTimeout, "300ms"), retries)
+	if o.MaxConcurrency > 0 {
+		fmt.Fprintf(&b, "    max_concurrency: %d\n", o.MaxConcurrency)
+	}
+	b.WriteString(`prompts:
+  - name: ask
+    system: |
+      Answer the user's question as one JSON object matching {{ schema }}
+contracts:
+  - name: answer_v1
+    schema:
+      type: object
+      required: [answer]
+      additionalProperties: false
+      properties: {answer: {type: string, maxLength: 200}}
+routes:
+  - name: c
+    upstream: up
+    model: up-model
+    prompt: ask
+    contract: answer_v1
+    temperature: 0.5
+    max_output_tokens: 100
+`)
+	if !o.NoPassthrough {
+		b.WriteString(`  - name: p
+    upstream: up
+    model: up-model
+    passthrough: true
+`)
+	}
+	return b.String()
+}
+
+func load(t testing.TB, upURL string, o opts) *config.Runtime {
+	t.Helper()
+	rt, err := config.LoadBytes("faults.yaml", []byte(configYAML(upURL, o)))
+	if err != nil {
+		t.Fatalf("config: %v\n%s", err, configYAML(upURL, o))
+	}
+	return rt
+}
+
+// ----------------------------------------------------------------- server
+
+// syncBuffer collects log and audit output for the secrets checks.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// events are the audit lines written so far.
+func (s *syncBuffer) events() []audit.Event {
+	var evs []audit.Event
+	for _, l := range strings.Split(strings.TrimSpace(s.String()), "\n") {
+		if l == "" {
+			continue
+		}
+		var ev audit.Event
+		if json.Unmarshal([]byte(l), &ev) == nil {
+			evs = append(evs, ev)
+		}
+	}
+	return evs
+}
+
+// waitEvents waits until n audit events were written.
+func (s *syncBuffer) waitEvents(t *testing.T, n int) []audit.Event {
+	t.Helper()
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		evs := s.events()
+		if len(evs) >= n || time.Now().After(deadline) {
+			if len(evs) < n {
+				t.Fatalf("%d audit events, want %d", len(evs), n)
+			}
+			return evs
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+type env struct {
+	t      *testing.T
+	srv    *proxy.Server
+	caller *proxy.Caller
+	front  *httptest.Server // nil when hard is used
+	hard   *hardServer
+	url    string
+	client *http.Client
+	logs   *syncBuffer
+	audit  *syncBuffer
+	upURL  string
+}
+
+func testEnv(name string) string {
+	switch name {
+	case "FAULTS_CLIENT_KEYS":
+		return keyAlpha + ", " + keyBeta
+	}
+	return ""
+}
+
+func upstreamKeys(u *config.Upstream) string {
+	if u.APIKeyEnv == "" {
+		return ""
+	}
+	return upstreamKey
+}
+
+// newEnv serves the config o over upURL through an httptest server, or,
+// with hard set, through an http.Server configured as serve.go does (with
+// the given timeouts scaled for tests).
+func newEnv(t *testing.T, upURL string, o opts, hard *hardTimeouts) *env {
+	t.Helper()
+	rt := load(t, upURL, o)
+	caller := proxy.NewCaller(upstreamKeys)
+	caller.Backoff = 5 * time.Millisecond
+	logs, auditBuf := &syncBuffer{}, &syncBuffer{}
+	logger := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	srv := proxy.NewServer(rt, caller, audit.NewWriter(auditBuf), logger)
+	srv.Env = testEnv
+	srv.Swap(rt) // again, now that Env reads the test's keys
+	e := &env{t: t, srv: srv, caller: caller, logs: logs, audit: auditBuf, upURL: upURL,
+		client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}}
+	h := srv.Handler(&proxy.Admin{})
+	if hard != nil {
+		e.hard = startHard(t, h, *hard)
+		e.url = "http://" + e.hard.ln.Addr().String()
+	} else {
+		e.front = httptest.NewServer(h)
+		e.url = e.front.URL
+	}
+	t.Cleanup(e.Close)
+	return e
+}
+
+func (e *env) Close() {
+	if e.front != nil {
+		e.front.CloseClientConnections()
+		e.front.Close()
+	}
+	if e.hard != nil {
+		e.hard.Close()
+	}
+	e.client.CloseIdleConnections()
+	e.caller.Client.CloseIdleConnections()
+}
+
+func (e *env) reload(o opts) {
+	e.srv.Swap(load(e.t, e.upURL, o))
+}
+
+// result is a client-side response.
+type result struct {
+	Status  int
+	Header  http.Header
+	Body    []byte
+	Err     error // transport error (connection reset, truncated body…)
+	Elapsed time.Duration
+}
+
+func (r *result) errField(name string) string {
+	var b struct {
+		Error map[string]any `json:"error"`
+	}
+	_ = json.Unmarshal(r.Body, &b)
+	s, _ := b.Error[name].(string)
+	return s
+}
+
+const askC = `{"model":"c","messages":[{"role":"user","content":"What is six times seven?"}]}`
+const askP = `{"model":"p","messages":[{"role":"user","content":"hi"}]}`
+
+// post sends body with keyAlpha (when hdr does not override Authorization)
+// and reads the whole reply. It never fails the test on transport errors:
+// they are an outcome some faults define.
+func (e *env) post(ctx context.Context, body string, hdr ...string) *result {
+	e.t.Helper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, e.url+"/v1/chat/completions", strings.NewReader(body))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+keyAlpha)
+	for _, kv := range hdr {
+		k, v, _ := strings.Cut(kv, ":")
+		if v = strings.TrimSpace(v); v == "" {
+			req.Header.Del(k)
+		} else {
+			req.Header.Set(k, v)
+		}
+	}
+	start := time.Now()
+	resp, err := e.client.Do(req)
+	if err != nil {
+		return &result{Err: err, Elapsed: time.Since(start)}
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return &result{Status: resp.StatusCode, Header: resp.Header, Body: b, Err: err, Elapsed: time.Since(start)}
+}
+
+// wantError checks an OpenAI error envelope (SPEC §3, §9).
+func wantError(t *testing.T, r *result, status int, typ, code string) {
+	t.Helper()
+	if r.Err != nil {
+		t.Fatalf("transport error %v, want HTTP %d %s", r.Err, status, code)
+	}
+	if r.Status != status {
+		t.Fatalf("status %d, want %d; body %s", r.Status, status, r.Body)
+	}
+	var b struct {
+		Error map[string]any `json:"error"`
+	}
+	if err := json.Unmarshal(r.Body, &b); err != nil || b.Error == nil {
+		t.Fatalf("not an error envelope: %s", r.Body)
+	}
+	if b.Error["type"] != typ || b.Error["code"] != code {
+		t.Fatalf("type/code %v/%v, want %s/%s; body %s", b.Error["type"], b.Error["code"], typ, code, r.Body)
+	}
+	if m, _ := b.Error["message"].(string); m == "" {
+		t.Errorf("empty message: %s", r.Body)
+	}
+	if _, ok := b.Error["param"]; !ok {
+		t.Errorf("error.param missing: %s", r.Body)
+	}
+	if id := r.Header.Get("X-Request-Id"); !strings.HasPrefix(id, "req_") {
+		t.Errorf("X-Request-Id %q", id)
+	}
+}
+
+func wantOK(t *testing.T, r *result) {
+	t.Helper()
+	if r.Err != nil || r.Status != 200 {
+		t.Fatalf("status %d err %v, want 200; body %s", r.Status, r.Err, r.Body)
+	}
+}
+
+// ------------------------------------------------------- hardened server
+
+// hardTimeouts are the http.Server limits serve.go sets, scaled down so
+// the tests run in milliseconds rather than seconds.
+type hardTimeouts struct {
+	ReadHeader, Read, Write, Idle time.Duration
+}
+
+// serveGoTimeouts mirror cmd/contractd/serve.go (newHTTPServer) at full
+// scale; TestServeGoHardening checks serve.go still sets each of them.
+var serveGoTimeouts = hardTimeouts{ReadHeader: 10 * time.Second, Read: 60 * time.Second, Write: 150 * time.Second, Idle: 120 * time.Second}
+
+// serveGoMaxHeaderBytes mirrors serve.go's MaxHeaderBytes.
+const serveGoMaxHeaderBytes = 64 << 10
+
+var testTimeouts = hardTimeouts{ReadHeader: 300 * time.Millisecond, Read: 600 * time.Millisecond, Write: 2 * time.Second, Idle: 500 * time.Millisecond}
+
+type hardServer struct {
+	hs   *http.Server
+	ln   net.Listener
+	done chan struct{}
+}
+
+func startHard(t *testing.T, h http.Handler, to hardTimeouts) *hardServer {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &hardServer{ln: ln, done: make(chan struct{}), hs: &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: to.ReadHeader,
+		ReadTimeout:       to.Read,
+		WriteTimeout:      to.Write,
+		IdleTimeout:       to.Idle,
+		MaxHeaderBytes:    serveGoMaxHeaderBytes,
+		ErrorLog:          nil,
+	}}
+	go func() { defer close(s.done); _ = s.hs.Serve(ln) }()
+	return s
+}
+
+func (s *hardServer) Close() {
+	_ = s.hs.Close()
+	<-s.done
+}
