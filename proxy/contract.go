@@ -200,11 +200,12 @@ func (s *Server) review(x *exchange, p *Prepared, v *verdict, code, msg string) 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 // forwardHeaders picks client headers worth passing upstream on contract
-// routes: tracing and OpenAI's organisation/project selectors. Never the
-// client's Authorization.
+// routes. Never the client's Authorization, and not OpenAI-Organization or
+// OpenAI-Project: the route decides which account its key bills.
+// (traceparent is injected from the server span, not copied.)
 func forwardHeaders(r *http.Request) http.Header {
 	h := http.Header{}
-	for _, k := range []string{"OpenAI-Organization", "OpenAI-Project", "X-Request-Id"} {
+	for _, k := range []string{"X-Request-Id"} {
 		if v := r.Header.Values(k); len(v) > 0 {
 			h[http.CanonicalHeaderKey(k)] = v
 		}

@@ -24,7 +24,7 @@ var started = time.Now().Unix()
 func (s *Server) models(w http.ResponseWriter, r *http.Request) {
 	st := s.state.Load()
 	w.Header().Set("X-Request-Id", newRequestID())
-	if aerr := s.authenticate(st, r); aerr != nil {
+	if _, aerr := s.authenticate(st, r); aerr != nil {
 		writeError(w, aerr)
 		return
 	}

@@ -95,6 +95,15 @@ func (s *Server) passthrough(ctx context.Context, w http.ResponseWriter, r *http
 			writeError(w, failed)
 		},
 	}
+	// max_concurrency caps every call to the upstream, passthrough too.
+	release, err := s.Caller.sem.acquire(pctx, route.Upstream)
+	if err != nil {
+		x.ev.Attempts = []audit.Attempt{{Attempt: 1, Violations: []contracts.Violation{}}}
+		x.fail(ctx, w, &APIError{Status: http.StatusGatewayTimeout, Type: typeUpstream, Code: CodeUpstreamTimeout,
+			Message: "upstream " + quoteForMessage(route.Upstream.Name) + " is at max_concurrency and no slot freed in time"}, audit.OutcomeUpstreamError)
+		return
+	}
+	defer release()
 	rp.ServeHTTP(w, r.WithContext(pctx))
 	// violations: [] as on contract attempts (the audit line has a list, not null).
 	x.ev.Attempts = []audit.Attempt{{Attempt: 1, UpstreamStatus: status, LatencyMS: ms(time.Since(start)), Violations: []contracts.Violation{}}}

@@ -1,10 +1,8 @@
 package proxy
 
 import (
-	"crypto/sha256"
 	"math"
 	"net/http"
-	"strings"
 	"sync"
 	"time"
 
@@ -12,12 +10,13 @@ import (
 )
 
 // rateLimiter is an optional per-client-key token bucket (server.rate_limit).
-// Buckets are keyed by a SHA-256 of the key, so no key sits in the map and
-// nothing here can log one; without keys, all clients share one bucket.
+// Buckets are keyed by the index of the authenticated key, so only
+// configured keys get buckets (no spelling of a header makes a new one) and
+// no key is held here; without keys, all clients share one bucket.
 type rateLimiter struct {
 	mu      sync.Mutex
 	cfg     *config.RateLimit
-	buckets map[string]*bucket
+	buckets map[int]*bucket
 }
 
 type bucket struct {
@@ -29,26 +28,23 @@ func (l *rateLimiter) configure(c *config.RateLimit) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.cfg = c
-	l.buckets = map[string]*bucket{}
+	l.buckets = map[int]*bucket{}
 }
 
-func (l *rateLimiter) allow(r *http.Request) *APIError {
+// allow takes a token from client's bucket; client is the authenticated
+// key's index, or -1 when auth is off (one shared bucket).
+func (l *rateLimiter) allow(client int) *APIError {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.cfg == nil {
 		return nil
 	}
-	sum := sha256.Sum256([]byte(strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")))
-	key := string(sum[:])
 	burst := float64(max(l.cfg.Burst, 1))
 	now := time.Now()
-	b := l.buckets[key]
+	b := l.buckets[client]
 	if b == nil {
-		if len(l.buckets) > 10000 { // unknown keys cannot grow memory without bound
-			l.buckets = map[string]*bucket{}
-		}
 		b = &bucket{tokens: burst, last: now}
-		l.buckets[key] = b
+		l.buckets[client] = b
 	}
 	b.tokens = math.Min(burst, b.tokens+now.Sub(b.last).Seconds()*l.cfg.RequestsPerSecond)
 	b.last = now

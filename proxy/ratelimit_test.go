@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"context"
-	"net/http"
 	"net/http/httptest"
 	"testing"
 	"time"
@@ -12,11 +11,8 @@ import (
 
 func TestRateLimiter(t *testing.T) {
 	var l rateLimiter
-	req := func(key string) *http.Request {
-		r := httptest.NewRequest("POST", "/v1/chat/completions", nil)
-		r.Header.Set("Authorization", "Bearer "+key)
-		return r
-	}
+	// Clients are authenticated key indexes; -1 is "auth off" (shared).
+	req := func(key string) int { return map[string]int{"a": 0, "b": 1}[key] }
 	if l.allow(req("a")) != nil {
 		t.Fatal("no config: everything allowed")
 	}
@@ -41,6 +37,20 @@ func TestRateLimiter(t *testing.T) {
 	l.configure(&config.RateLimit{RequestsPerSecond: 0.5, Burst: 2})
 	if l.allow(req("a")) != nil {
 		t.Error("a reload resets the buckets")
+	}
+	l.configure(&config.RateLimit{RequestsPerSecond: 0.5, Burst: 1})
+	if l.allow(-1) != nil || l.allow(-1) == nil {
+		t.Error("without auth all clients share one bucket")
+	}
+}
+
+func TestBearerToken(t *testing.T) {
+	for h, want := range map[string]string{"Bearer k1": "k1", "bearer k1": "k1", "BEARER   k1  ": "k1", "Basic k1": "", "": "", "Bearer": ""} {
+		r := httptest.NewRequest("GET", "/", nil)
+		r.Header.Set("Authorization", h)
+		if got := bearerToken(r); got != want {
+			t.Errorf("%q: got %q want %q", h, got, want)
+		}
 	}
 }
 

@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
 	"errors"
@@ -13,6 +14,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/contractd/contractd/audit"
 	"github.com/contractd/contractd/config"
@@ -36,7 +38,7 @@ type Server struct {
 // state is a Runtime with what is derived from it at install time.
 type state struct {
 	rt   *config.Runtime
-	keys [][]byte // client keys; empty: no auth
+	keys [][32]byte // SHA-256 of the client keys; empty: no auth
 }
 
 // NewServer returns a Server for rt.
@@ -55,7 +57,7 @@ func (s *Server) Swap(rt *config.Runtime) {
 	if rt.Server.APIKeysEnv != "" {
 		for _, k := range strings.Split(s.Env(rt.Server.APIKeysEnv), ",") {
 			if k = strings.TrimSpace(k); k != "" {
-				st.keys = append(st.keys, []byte(k))
+				st.keys = append(st.keys, sha256.Sum256([]byte(k)))
 			}
 		}
 	}
@@ -95,7 +97,7 @@ func (s *Server) requireKey(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// SPEC §9: X-Request-Id is on every response, a 401 here included.
 		w.Header().Set("X-Request-Id", newRequestID())
-		if aerr := s.authenticate(s.state.Load(), r); aerr != nil {
+		if _, aerr := s.authenticate(s.state.Load(), r); aerr != nil {
 			writeError(w, aerr)
 			return
 		}
@@ -103,22 +105,37 @@ func (s *Server) requireKey(h http.Handler) http.Handler {
 	})
 }
 
-// authenticate checks the bearer key in constant time against every
-// configured key (no early exit that would leak which prefix matched).
-func (s *Server) authenticate(st *state, r *http.Request) *APIError {
+// authenticate checks the bearer key against every configured key. Both
+// sides are SHA-256 digests compared in constant time, so neither a prefix
+// nor the key's length shows in the timing. It returns the matched key's
+// index (the client's identity for rate limiting), or -1 without auth.
+func (s *Server) authenticate(st *state, r *http.Request) (int, *APIError) {
 	if len(st.keys) == 0 {
-		return nil
+		return -1, nil
 	}
-	got := []byte(strings.TrimSpace(strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")))
-	ok := 0
-	for _, k := range st.keys {
-		ok |= subtle.ConstantTimeCompare(got, k)
+	got := bearerToken(r)
+	sum := sha256.Sum256([]byte(got))
+	match := -1
+	for i, k := range st.keys {
+		if subtle.ConstantTimeCompare(sum[:], k[:]) == 1 {
+			match = i
+		}
 	}
-	if ok == 1 && len(got) > 0 {
-		return nil
+	if match >= 0 && got != "" {
+		return match, nil
 	}
-	return &APIError{Status: http.StatusUnauthorized, Type: typeAuth, Code: CodeInvalidAPIKey,
+	return -1, &APIError{Status: http.StatusUnauthorized, Type: typeAuth, Code: CodeInvalidAPIKey,
 		Message: "missing or invalid API key (send Authorization: Bearer <key>)"}
+}
+
+// bearerToken reads "Authorization: Bearer <token>"; the scheme is
+// case-insensitive (RFC 9110) and surrounding spaces are ignored.
+func bearerToken(r *http.Request) string {
+	h := strings.TrimSpace(r.Header.Get("Authorization"))
+	if len(h) >= 7 && strings.EqualFold(h[:7], "bearer ") {
+		return strings.TrimSpace(h[7:])
+	}
+	return ""
 }
 
 func newRequestID() string {
@@ -174,11 +191,12 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), rt.Server.RequestTimeout)
 	defer cancel()
 
-	if aerr := s.authenticate(st, r); aerr != nil {
+	client, aerr := s.authenticate(st, r)
+	if aerr != nil {
 		x.fail(ctx, w, aerr, audit.OutcomeRejected)
 		return
 	}
-	if aerr := s.limit.allow(r); aerr != nil {
+	if aerr := s.limit.allow(client); aerr != nil {
 		x.fail(ctx, w, aerr, audit.OutcomeRejected)
 		return
 	}
@@ -198,9 +216,11 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 			name = unquoteJSON(v)
 		}
 	}
-	x.ev.Route = name
 	route := rt.Routes[name]
+	x.ev.Route = name
 	if route == nil {
+		// Unknown names are client-chosen: bound what reaches the audit and logs.
+		x.ev.Route = truncate(name, 128)
 		x.fail(ctx, w, &APIError{Status: http.StatusNotFound, Type: typeInvalidRequest, Code: CodeModelNotFound,
 			Param: strPtr("model"), Message: "unknown route " + quoteForMessage(name) + "; GET /v1/models lists the routes"}, audit.OutcomeRejected)
 		return
@@ -213,6 +233,17 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 }
 
 func strPtr(s string) *string { return &s }
+
+func truncate(s string, n int) string {
+	s = strings.ToValidUTF8(s, "?")
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
+}
 
 func quoteForMessage(s string) string {
 	if len(s) > 100 {

@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -160,7 +161,7 @@ func (c *Caller) once(ctx context.Context, u *config.Upstream, body []byte, hdr 
 		return nil, transportError(err, cctx), 0
 	}
 	if resp.StatusCode != http.StatusOK {
-		return nil, &UpstreamError{Status: resp.StatusCode, Reason: upstreamMessage(data, resp.StatusCode)}, retryAfter(resp.Header)
+		return nil, &UpstreamError{Status: resp.StatusCode, Reason: redact(upstreamMessage(data, resp.StatusCode), c.Keys(u))}, retryAfter(resp.Header)
 	}
 	if len(data) > maxUpstreamBody {
 		return nil, &UpstreamError{Status: -1, Reason: "reply body too large"}, 0
@@ -205,6 +206,19 @@ func upstreamMessage(data []byte, status int) string {
 		return m
 	}
 	return strings.ToLower(http.StatusText(status))
+}
+
+// secretLike matches bearer-token-shaped strings (sk-…, long opaque keys)
+// that an upstream might echo back in an error.
+var secretLike = regexp.MustCompile(`\b(sk|pk|rk|key)-[A-Za-z0-9_\-]{8,}`)
+
+// redact removes the upstream's own key, and anything shaped like one,
+// from a message that reaches clients and logs.
+func redact(msg, key string) string {
+	if key != "" {
+		msg = strings.ReplaceAll(msg, key, "[redacted]")
+	}
+	return secretLike.ReplaceAllString(msg, "[redacted]")
 }
 
 func retryAfter(h http.Header) time.Duration {
