@@ -6,8 +6,10 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"github.com/go-json-experiment/json/jsontext"
 	"strings"
 	"text/template"
+	"text/template/parse"
 )
 
 // Message is one chat message as templates see it (.Messages).
@@ -110,18 +112,88 @@ func (p *Prompt) Bind(schemaJSON []byte) *BoundPrompt {
 		return c
 	}
 	b.system, b.user = bind(p.system), bind(p.user)
+	// A system template that reads no data renders the same for every
+	// request: render it once here instead of per request.
+	if schemaJSON != nil && !usesData(b.system.Tree.Root) {
+		if out, err := execute(b.system, TemplateData{}); err == nil {
+			b.staticSystem, b.isStatic = out, true
+			b.staticQuoted, _ = jsontext.AppendQuote(nil, out)
+		}
+	}
 	return b
+}
+
+// usesData reports whether a template tree may read its data (., $, fields,
+// variables) or calls a template (which could). Conservative: any node it
+// does not know counts as using data.
+func usesData(n parse.Node) bool {
+	switch t := n.(type) {
+	case nil:
+		return false
+	case *parse.ListNode:
+		if t == nil {
+			return false
+		}
+		for _, c := range t.Nodes {
+			if usesData(c) {
+				return true
+			}
+		}
+		return false
+	case *parse.TextNode, *parse.CommentNode, *parse.StringNode, *parse.NumberNode,
+		*parse.BoolNode, *parse.NilNode, *parse.IdentifierNode, *parse.BreakNode, *parse.ContinueNode:
+		return false
+	case *parse.ActionNode:
+		return len(t.Pipe.Decl) > 0 || usesData(t.Pipe)
+	case *parse.PipeNode:
+		if t == nil {
+			return false
+		}
+		if len(t.Decl) > 0 {
+			return true
+		}
+		for _, c := range t.Cmds {
+			if usesData(c) {
+				return true
+			}
+		}
+		return false
+	case *parse.CommandNode:
+		for _, a := range t.Args {
+			if usesData(a) {
+				return true
+			}
+		}
+		return false
+	case *parse.IfNode:
+		return usesData(t.Pipe) || usesData(t.List) || usesData(t.ElseList)
+	}
+	// DotNode, FieldNode, VariableNode, ChainNode, RangeNode, WithNode,
+	// TemplateNode, …: may read data.
+	return true
 }
 
 // BoundPrompt is a prompt bound to one route's contract. Safe for concurrent use.
 type BoundPrompt struct {
 	*Prompt
 	system, user *template.Template
+	staticSystem string // the system prompt, when it reads no data
+	staticQuoted []byte // staticSystem as a JSON string
+	isStatic     bool
+}
+
+// StaticSystem returns the system prompt and its JSON-quoted form when the
+// template reads no request data (ok false otherwise).
+func (b *BoundPrompt) StaticSystem() (text string, quoted []byte, ok bool) {
+	return b.staticSystem, b.staticQuoted, b.isStatic && b.staticQuoted != nil
 }
 
 // RenderSystem renders the system template exactly (a YAML block's final
 // newline stays).
 func (b *BoundPrompt) RenderSystem(d TemplateData) (string, error) {
+	if b.isStatic {
+		return b.staticSystem, nil
+	}
 	return execute(b.system, d)
 }
 

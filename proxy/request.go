@@ -257,15 +257,20 @@ func (p *Prepared) Build(a retry.Attempt) (*attemptBody, *APIError) {
 	for i, m := range p.messages {
 		data.Messages[i] = contracts.Message{Role: m.Role, Content: m.Content}
 	}
-	sys, err := r.Prompt.RenderSystem(data)
-	if err != nil {
-		return nil, badRequest(CodeInputSchemaViolation, "", "the input cannot fill route %q's prompt: %s", r.Name, templateErr(err))
-	}
-	texts := []string{sys}
 	var msgs bytes.Buffer
 	msgs.WriteString(`[{"role":"system","content":`)
-	writeString(&msgs, sys)
+	sys, quoted, static := r.Prompt.StaticSystem()
+	if static {
+		msgs.Write(quoted)
+	} else {
+		var err error
+		if sys, err = r.Prompt.RenderSystem(data); err != nil {
+			return nil, badRequest(CodeInputSchemaViolation, "", "the input cannot fill route %q's prompt: %s", r.Name, templateErr(err))
+		}
+		writeString(&msgs, sys)
+	}
 	msgs.WriteByte('}')
+	texts := []string{sys}
 	user, hasUser, err := r.Prompt.RenderUser(data)
 	switch {
 	case err != nil:
