@@ -25,9 +25,9 @@ type Server struct {
 	RequestTimeout time.Duration `yaml:"request_timeout"`
 	APIKeysEnv     string        `yaml:"api_keys_env"`
 	// Extensions beyond SPEC §2 (documented in docs/config.md).
-	RateLimit         *RateLimit    `yaml:"rate_limit"`
-	ShutdownTimeout   time.Duration `yaml:"shutdown_timeout"`
-	LogLevel          string        `yaml:"log_level"`
+	RateLimit       *RateLimit    `yaml:"rate_limit"`
+	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
+	LogLevel        string        `yaml:"log_level"`
 }
 
 // RateLimit is a per-client-key token bucket.

@@ -16,17 +16,17 @@ const (
 
 // Parse rule ids (SPEC §4).
 const (
-	RuleEmptyOutput      = "empty_output"
-	RuleNotJSON          = "not_json"
-	RuleMarkdownFence    = "markdown_fence"
-	RuleProseAroundJSON  = "prose_around_json"
-	RuleTopLevelNotObj   = "top_level_not_object"
-	RuleDuplicateKey     = "duplicate_key"
-	RuleInvalidUTF8      = "invalid_utf8"
-	RuleTooDeep          = "too_deep"
-	RuleTooLarge         = "too_large"
-	RuleOutputTruncated  = "output_truncated"
-	RuleModelRefusal     = "model_refusal"
+	RuleEmptyOutput     = "empty_output"
+	RuleNotJSON         = "not_json"
+	RuleMarkdownFence   = "markdown_fence"
+	RuleProseAroundJSON = "prose_around_json"
+	RuleTopLevelNotObj  = "top_level_not_object"
+	RuleDuplicateKey    = "duplicate_key"
+	RuleInvalidUTF8     = "invalid_utf8"
+	RuleTooDeep         = "too_deep"
+	RuleTooLarge        = "too_large"
+	RuleOutputTruncated = "output_truncated"
+	RuleModelRefusal    = "model_refusal"
 )
 
 // Violation is one reason an output was rejected. Path is a JSON Pointer into
