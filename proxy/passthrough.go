@@ -22,6 +22,9 @@ import (
 func (s *Server) passthrough(ctx context.Context, w http.ResponseWriter, r *http.Request, x *exchange, route *config.Route, obj object) {
 	body := obj.apply([]edit{{Name: "model", Value: mustJSON(route.Model)}})
 	x.ev.InputSHA256 = sha(body)
+	if x.st.rt.Audit.IncludeContent {
+		x.ev.Input = body // the forwarded request; a relayed stream is not captured
+	}
 	target, err := url.Parse(route.Upstream.BaseURL + "/chat/completions")
 	if err != nil {
 		x.fail(ctx, w, &APIError{Status: http.StatusBadGateway, Type: typeUpstream, Code: CodeUpstreamError, Message: "bad upstream URL"}, audit.OutcomeUpstreamError)
@@ -73,6 +76,11 @@ func (s *Server) passthrough(ctx context.Context, w http.ResponseWriter, r *http
 		ModifyResponse: func(resp *http.Response) error {
 			headerTimer.Stop()
 			status = resp.StatusCode
+			// Without Content-Length the reply is chunked and completes only
+			// when the handler returns, i.e. after the audit event is
+			// written (issue 4: audit before the response completes).
+			resp.Header.Del("Content-Length")
+			resp.ContentLength = -1
 			// The response already carries contractd's X-Request-Id (set in
 			// chat); ReverseProxy adds the upstream's headers to it, so drop
 			// the upstream's own id rather than send two.

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -306,5 +307,32 @@ func h0hang(r *http.Request) {
 	select {
 	case <-r.Context().Done():
 	case <-time.After(3 * time.Second):
+	}
+}
+
+// The audit event is handed to the sink before the response completes, so
+// a client that has read the whole reply always finds it (issue 4). An
+// upstream Content-Length would otherwise let the client finish first.
+func TestPassthroughAuditBeforeResponseCompletes(t *testing.T) {
+	h := newHarness(t, func(w http.ResponseWriter, r *http.Request, c *upCall) {
+		body := `{"id":"x","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}]}`
+		w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+		reply(w, 200, []byte(body))
+	}, cfg{})
+	for i := 0; i < 200; i++ {
+		r := h.post("", `{"model":"raw","messages":[{"role":"user","content":"hi"}]}`)
+		if r.Status != 200 {
+			t.Fatalf("status %d", r.Status)
+		}
+		id := r.Header.Get("X-Request-Id")
+		found := false
+		for _, ev := range h.sink.Events() {
+			if ev.RequestID == id {
+				found = true
+			}
+		}
+		if !found {
+			t.Fatalf("request %d: response read completely before its audit event was written", i)
+		}
 	}
 }

@@ -5,28 +5,45 @@ import (
 	"log/slog"
 	"net/http"
 
-	"github.com/contractd/contractd/audit"
 	"github.com/contractd/contractd/proxy"
+	"github.com/contractd/contractd/telemetry"
 )
 
 // reloadCounter counts config reloads by result.
 type reloadCounter interface{ ConfigReload(ok bool) }
 
-type nopTel struct{}
+// activeTelemetry is what setupTelemetry built, for wrapHTTP. serve sets
+// it up once per process.
+var activeTelemetry *telemetry.Telemetry
 
-func (nopTel) StartAttempt(ctx context.Context, _ proxy.AttemptInfo) (context.Context, func(proxy.AttemptResult)) {
-	return ctx, func(proxy.AttemptResult) {}
-}
-func (nopTel) StartValidation(ctx context.Context) (context.Context, func(int)) { return ctx, func(int) {} }
-func (nopTel) RequestDone(context.Context, *audit.Event)                      {}
-func (nopTel) ConfigReload(bool)                                               {}
-
-// setupTelemetry is replaced by the telemetry package wiring (issue 4).
+// setupTelemetry builds traces (OTLP/HTTP when OTEL_EXPORTER_OTLP_* names an
+// endpoint), metrics (the /metrics handler, private registry) and installs
+// the W3C propagator the upstream caller uses. It also makes logger add
+// trace_id and span_id to records logged with a traced context.
 func setupTelemetry(ctx context.Context, logger *slog.Logger) (interface {
 	proxy.Telemetry
 	reloadCounter
 }, http.Handler, func(context.Context) error, error) {
-	return nopTel{}, nil, func(context.Context) error { return nil }, nil
+	// Swap the handler in place: serve hands this same *Logger to the proxy
+	// after this call, so request lines carry trace ids as well as request_id.
+	*logger = *slog.New(telemetry.LogHandler(logger.Handler()))
+	t, err := telemetry.New(telemetry.Options{
+		ServiceVersion: buildVersion(),
+		Logger:         logger,
+		Global:         true,
+	})
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	activeTelemetry = t
+	logger.Info("telemetry", "traces", t.Exporter(), "metrics", "/metrics")
+	return t, t.MetricsHandler(), t.Shutdown, nil
 }
 
-func wrapHTTP(h http.Handler) http.Handler { return h }
+// wrapHTTP adds the server span and HTTP server metrics to the API handler.
+func wrapHTTP(h http.Handler) http.Handler {
+	if activeTelemetry == nil {
+		return h
+	}
+	return activeTelemetry.Middleware(h)
+}

@@ -1,0 +1,364 @@
+package audit_test
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"reflect"
+	"runtime"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/contractd/contractd/audit"
+	"github.com/contractd/contractd/contracts"
+)
+
+func sample(id string) *audit.Event {
+	out := `{"intent":"<b>billing</b> & more"}`
+	return &audit.Event{
+		Time:        time.Date(2026, 1, 2, 3, 4, 5, 6000, time.UTC),
+		RequestID:   id,
+		Route:       "classify",
+		Outcome:     audit.OutcomeValid,
+		Status:      200,
+		DurationMS:  12.5,
+		Prompt:      &audit.Ref{Name: "classify", SHA256: strings.Repeat("a", 64)},
+		Contract:    &audit.Ref{Name: "classify_v1", SHA256: strings.Repeat("b", 64)},
+		InputSHA256: strings.Repeat("c", 64),
+		Attempts: []audit.Attempt{{
+			Attempt: 1, Temperature: 0.7, FinishReason: "stop", UpstreamStatus: 200, LatencyMS: 10.25,
+			Usage:        audit.Usage{PromptTokens: 11, CompletionTokens: 7, TotalTokens: 18},
+			Violations:   []contracts.Violation{{Kind: "policy", Path: "/intent", Rule: "label", Message: "not a label"}},
+			OutputSHA256: strings.Repeat("d", 64), Output: &out, Tries: 3,
+		}},
+		Usage:  audit.Usage{PromptTokens: 11, CompletionTokens: 7, TotalTokens: 18},
+		Budget: &audit.Budget{MaxTotalTokens: 1000, Used: 18},
+	}
+}
+
+func keys(m map[string]any) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// TestEventJSON: the line's field names are SPEC §6's; output and input
+// appear only when set (include_content); transport tries are not written;
+// HTML characters are not escaped; one line, newline-terminated.
+func TestEventJSON(t *testing.T) {
+	var buf bytes.Buffer
+	s := audit.NewWriter(&buf)
+	if err := s.Write(sample("req_1")); err != nil {
+		t.Fatal(err)
+	}
+	ev := sample("req_2")
+	ev.Attempts[0].Output = nil
+	ev.ErrorCode = "contract_violation"
+	ev.Input = json.RawMessage(`{"subject":"s"}`)
+	if err := s.Write(ev); err != nil {
+		t.Fatal(err)
+	}
+	raw := buf.String()
+	lines := strings.Split(strings.TrimSuffix(raw, "\n"), "\n")
+	if !strings.HasSuffix(raw, "\n") || len(lines) != 2 {
+		t.Fatalf("want 2 newline-terminated lines, got %q", raw)
+	}
+	if !strings.Contains(lines[0], `<b>billing</b> & more`) {
+		t.Errorf("HTML escaped: %s", lines[0])
+	}
+	var m1, m2 map[string]any
+	if err := json.Unmarshal([]byte(lines[0]), &m1); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal([]byte(lines[1]), &m2); err != nil {
+		t.Fatal(err)
+	}
+	base := []string{"attempts", "budget", "contract", "duration_ms", "input_sha256", "outcome", "prompt", "request_id",
+		"route", "status", "time", "usage"}
+	if got := keys(m1); !reflect.DeepEqual(got, base) {
+		t.Errorf("event keys %v, want %v", got, base)
+	}
+	with := append(append([]string{}, base...), "error_code", "input")
+	sort.Strings(with)
+	if got := keys(m2); !reflect.DeepEqual(got, with) {
+		t.Errorf("event keys %v, want %v", got, with)
+	}
+	attemptKeys := []string{"attempt", "finish_reason", "latency_ms", "output_sha256", "shortened", "temperature",
+		"upstream_status", "usage", "violations"}
+	a1 := m1["attempts"].([]any)[0].(map[string]any)
+	a2 := m2["attempts"].([]any)[0].(map[string]any)
+	if got := keys(a2); !reflect.DeepEqual(got, attemptKeys) {
+		t.Errorf("attempt keys %v, want %v", got, attemptKeys)
+	}
+	withOut := append(append([]string{}, attemptKeys...), "output")
+	sort.Strings(withOut)
+	if got := keys(a1); !reflect.DeepEqual(got, withOut) {
+		t.Errorf("attempt keys %v, want %v", got, withOut)
+	}
+	if m1["time"] != "2026-01-02T03:04:05.000006Z" || m1["duration_ms"] != 12.5 || a1["latency_ms"] != 10.25 {
+		t.Errorf("time/durations: %v %v %v", m1["time"], m1["duration_ms"], a1["latency_ms"])
+	}
+	if got := keys(m1["prompt"].(map[string]any)); !reflect.DeepEqual(got, []string{"name", "sha256"}) {
+		t.Errorf("prompt keys %v", got)
+	}
+	if got := keys(m1["budget"].(map[string]any)); !reflect.DeepEqual(got, []string{"max_total_tokens", "used"}) {
+		t.Errorf("budget keys %v", got)
+	}
+	if got := keys(m1["usage"].(map[string]any)); !reflect.DeepEqual(got, []string{"completion_tokens", "prompt_tokens", "total_tokens"}) {
+		t.Errorf("usage keys %v", got)
+	}
+	if got := keys(a1["violations"].([]any)[0].(map[string]any)); !reflect.DeepEqual(got, []string{"kind", "message", "path", "rule"}) {
+		t.Errorf("violation keys %v", got)
+	}
+	if strings.Contains(raw, "ries") {
+		t.Errorf("transport tries were written: %s", raw)
+	}
+}
+
+func TestUsageAdd(t *testing.T) {
+	got := audit.Usage{1, 2, 3}.Add(audit.Usage{10, 20, 30})
+	if got != (audit.Usage{11, 22, 33}) {
+		t.Errorf("Add = %+v", got)
+	}
+}
+
+// TestFileSinkAppends: the file sink appends to what the file holds, one
+// whole line per event, and each line is in the file (handed to the OS)
+// when Write returns: another descriptor reads it at once.
+func TestFileSinkAppends(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "audit.jsonl")
+	if err := os.WriteFile(path, []byte(`{"request_id":"earlier"}`+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s, err := audit.New("file", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		id := fmt.Sprintf("req_%d", i)
+		if err := s.Write(sample(id)); err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines := strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
+		if !strings.HasSuffix(string(b), "\n") || len(lines) != i+2 || !strings.Contains(lines[i+1], `"request_id":"`+id+`"`) {
+			t.Fatalf("after Write %d the file holds %q", i, b)
+		}
+	}
+	if err := s.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	b, _ := os.ReadFile(path)
+	if !strings.HasPrefix(string(b), `{"request_id":"earlier"}`+"\n") {
+		t.Errorf("existing content not kept: %q", b)
+	}
+	if err := s.Write(sample("late")); err == nil {
+		t.Error("Write after Close succeeded")
+	}
+}
+
+func TestFileSinkCreatesPrivateFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "new.jsonl")
+	s, err := audit.New("file", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if runtime.GOOS != "windows" && fi.Mode().Perm()&0o077 != 0 {
+		t.Errorf("audit file mode %v: readable by others", fi.Mode().Perm())
+	}
+	if _, err := audit.New("file", filepath.Join(t.TempDir(), "missing-dir", "a.jsonl")); err == nil {
+		t.Error("opening a file in a missing directory succeeded")
+	}
+}
+
+// TestFileSinkConcurrentWriters: many goroutines on one sink, and two
+// sinks on the same file (as two processes would), writing events far
+// larger than a pipe buffer: every line is whole, none is lost.
+func TestFileSinkConcurrentWriters(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "audit.jsonl")
+	s1, err := audit.New("file", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s2, err := audit.New("file", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const goroutines, each = 16, 40
+	big := json.RawMessage(`"` + strings.Repeat("x", 96<<10) + `"`)
+	var wg sync.WaitGroup
+	for g := range goroutines {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sink := s1
+			if g%2 == 1 {
+				sink = s2
+			}
+			for i := range each {
+				ev := sample(fmt.Sprintf("req_%d_%d", g, i))
+				if i%3 == 0 {
+					ev.Input = big
+				}
+				if err := sink.Write(ev); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(s1.Close(), s2.Close()); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	seen := map[string]bool{}
+	r := bufio.NewReaderSize(f, 1<<20)
+	for {
+		line, err := r.ReadBytes('\n')
+		if err == io.EOF {
+			if len(line) != 0 {
+				t.Fatalf("unterminated last line of %d bytes", len(line))
+			}
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ev audit.Event
+		if err := json.Unmarshal(line, &ev); err != nil {
+			t.Fatalf("interleaved or torn line (%d bytes): %v", len(line), err)
+		}
+		if seen[ev.RequestID] {
+			t.Fatalf("duplicate %s", ev.RequestID)
+		}
+		seen[ev.RequestID] = true
+	}
+	if len(seen) != goroutines*each {
+		t.Fatalf("%d events in the file, want %d", len(seen), goroutines*each)
+	}
+}
+
+// TestCloseFsyncs: Close syncs the file before closing it. /dev/null
+// refuses fsync (EINVAL), so a Close that syncs reports it.
+func TestCloseFsyncs(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("relies on Linux refusing fsync on /dev/null")
+	}
+	s, err := audit.New("file", "/dev/null")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Write(sample("req_1")); err != nil {
+		t.Fatal(err)
+	}
+	err = s.Close()
+	if err == nil || !strings.Contains(err.Error(), "sync") {
+		t.Fatalf("Close = %v, want the fsync error", err)
+	}
+	if err := s.Write(sample("req_2")); err == nil {
+		t.Error("the file stayed open after a failed sync")
+	}
+}
+
+func TestNoneSink(t *testing.T) {
+	dir := t.TempDir()
+	s, err := audit.New("none", filepath.Join(dir, "audit.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if err := s.Write(sample("req_1")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+		t.Errorf("sink none created %v", ents)
+	}
+}
+
+func TestStdoutSink(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := os.Stdout
+	os.Stdout = w
+	for _, name := range []string{"stdout", ""} { // "" is the default
+		s, err := audit.New(name, "")
+		if err != nil {
+			os.Stdout = old
+			t.Fatal(err)
+		}
+		if err := s.Write(sample("req_" + name)); err != nil {
+			t.Error(err)
+		}
+		if err := s.Close(); err != nil { // never closes stdout
+			t.Error(err)
+		}
+	}
+	os.Stdout = old
+	w.Close()
+	b, _ := io.ReadAll(r)
+	lines := strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
+	if len(lines) != 2 || !strings.Contains(lines[0], `"request_id":"req_stdout"`) || !strings.Contains(lines[1], `"request_id":"req_"`) {
+		t.Errorf("stdout got %q", b)
+	}
+}
+
+func TestUnknownSink(t *testing.T) {
+	if _, err := audit.New("syslog", ""); err == nil || !strings.Contains(err.Error(), "syslog") {
+		t.Errorf("New(syslog) = %v", err)
+	}
+}
+
+type failWriter struct{}
+
+func (failWriter) Write([]byte) (int, error) { return 0, errors.New("disk full") }
+
+func TestWriterSinkError(t *testing.T) {
+	if err := audit.NewWriter(failWriter{}).Write(sample("req_1")); err == nil || !strings.Contains(err.Error(), "disk full") {
+		t.Errorf("Write = %v, want the writer's error", err)
+	}
+}
+
+// BenchmarkFileSinkWrite: what one audit line costs on the request path.
+func BenchmarkFileSinkWrite(b *testing.B) {
+	s, err := audit.New("file", filepath.Join(b.TempDir(), "audit.jsonl"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	ev := sample("req_bench")
+	for b.Loop() {
+		if err := s.Write(ev); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

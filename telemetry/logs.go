@@ -1,0 +1,38 @@
+package telemetry
+
+import (
+	"context"
+	"log/slog"
+
+	"go.opentelemetry.io/otel/trace"
+)
+
+// LogHandler wraps h so that every record logged with a context holding a
+// valid span gets trace_id and span_id attributes, joining log lines to
+// traces (the request_id attribute already joins them to the audit).
+func LogHandler(h slog.Handler) slog.Handler {
+	if _, ok := h.(traceHandler); ok {
+		return h
+	}
+	return traceHandler{h}
+}
+
+type traceHandler struct{ next slog.Handler }
+
+func (h traceHandler) Enabled(ctx context.Context, l slog.Level) bool { return h.next.Enabled(ctx, l) }
+
+func (h traceHandler) Handle(ctx context.Context, r slog.Record) error {
+	if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
+		r = r.Clone()
+		r.AddAttrs(slog.String("trace_id", sc.TraceID().String()), slog.String("span_id", sc.SpanID().String()))
+	}
+	return h.next.Handle(ctx, r)
+}
+
+func (h traceHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	return traceHandler{h.next.WithAttrs(as)}
+}
+
+func (h traceHandler) WithGroup(name string) slog.Handler {
+	return traceHandler{h.next.WithGroup(name)}
+}
