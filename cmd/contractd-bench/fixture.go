@@ -235,5 +235,9 @@ routes:
     contract: triage_v1
     temperature: 0.2
     max_output_tokens: 800
+  - name: hop
+    upstream: mock
+    model: mock-model
+    passthrough: true
 `, listen, admin, logLevel, upstreamURL, strings.Join(categories, ", "), strings.Join(entityTypes, ", "), compact(benchSchema))
 }

@@ -98,9 +98,12 @@ func mainErr() int {
 // cell is one (concurrency, target) result, the median over runs.
 type cell struct {
 	direct, proxied stats
-	cpuPerReq       time.Duration
-	peakRSS         int64
-	rssSource       string
+	// hop is the same contractd binary on a passthrough route: one proxy
+	// hop with no contract work, the floor any proxy in Go pays here.
+	hop       stats
+	cpuPerReq time.Duration
+	peakRSS   int64
+	rssSource string
 	// Set by median: the median of each run's own difference.
 	addedP50, addedP99 *time.Duration
 }
@@ -145,6 +148,7 @@ func bench(ctx context.Context, o options) error {
 	body := requestBody("")
 	direct := target{Name: "direct", URL: mockURL + "/chat/completions", check: checkContent(benchOutput, false)}
 	proxied := target{Name: "contractd", URL: cd.api + "/v1/chat/completions", check: checkContent(benchOutput, true)}
+	hop := target{Name: "hop", URL: cd.api + "/r/hop/v1/chat/completions", check: checkContent(benchOutput, false)}
 
 	if err := preflight(client, direct, proxied); err != nil {
 		return fmt.Errorf("preflight: %w\ncontractd log:\n%s", err, cd.logTail())
@@ -156,9 +160,9 @@ func bench(ctx context.Context, o options) error {
 	results := map[int][]cell{}
 	for r := 0; r < o.runs; r++ {
 		for _, c := range o.concs {
-			order := []target{direct, proxied}
+			order := []target{direct, hop, proxied}
 			if r%2 == 1 {
-				order = []target{proxied, direct}
+				order = []target{proxied, hop, direct}
 			}
 			var cl cell
 			for _, t := range order {
@@ -171,6 +175,11 @@ func bench(ctx context.Context, o options) error {
 				if t.Name == "direct" {
 					cl.direct = run(ctx, client, t, body, c, o.duration)
 					report(cl.direct)
+					continue
+				}
+				if t.Name == "hop" {
+					cl.hop = run(ctx, client, t, body, c, o.duration)
+					report(cl.hop)
 					continue
 				}
 				hwm := resetPeak(cd.pid())
@@ -255,6 +264,9 @@ func median(cs []cell) cell {
 	out.direct.P99 = d(func(c cell) time.Duration { return c.direct.P99 })
 	out.proxied.P99 = d(func(c cell) time.Duration { return c.proxied.P99 })
 	out.cpuPerReq = d(func(c cell) time.Duration { return c.cpuPerReq })
+	out.hop.RPS = pick(func(c cell) float64 { return c.hop.RPS })
+	out.hop.P50 = d(func(c cell) time.Duration { return c.hop.P50 })
+	out.hop.P99 = d(func(c cell) time.Duration { return c.hop.P99 })
 	// Added latency: the median of each run's own difference, so every
 	// difference pairs numbers measured side by side.
 	addedP50 := d(func(c cell) time.Duration { return c.proxied.P50 - c.direct.P50 })
@@ -264,6 +276,7 @@ func median(cs []cell) cell {
 		out.peakRSS = max(out.peakRSS, c.peakRSS)
 		out.direct.Errors += c.direct.Errors
 		out.proxied.Errors += c.proxied.Errors
+		out.hop.Errors += c.hop.Errors
 		out.direct.Requests += c.direct.Requests
 		out.proxied.Requests += c.proxied.Requests
 	}
@@ -287,7 +300,7 @@ func render(o options, cells []cell, binInfo, load0, load1 string, took time.Dur
 		gogc = o.gogc
 	}
 	if gogc == "" {
-		gogc = "100 (default)"
+		gogc = "400 (contractd serve's default when GOGC is unset)"
 	}
 	fmt.Fprintf(&b, "- contractd: %s, log_level %s, GOGC %s, audit sink none, no client keys\n", binInfo, o.logLevel, gogc)
 	fmt.Fprintf(&b, "- Phases: %v measured after %v warm-up, per target and concurrency; %d run(s)", o.duration, o.warmup, o.runs)
@@ -306,6 +319,16 @@ func render(o options, cells []cell, binInfo, load0, load1 string, took time.Dur
 			c.cpuPerReq.Microseconds(), float64(c.peakRSS)/(1<<20))
 	}
 	fmt.Fprintf(&b, "\nErrors: %s. contractd's lifetime peak RSS (VmHWM): %.1f MiB.\n\n", errorsLine(cells), float64(lifetimeHWM)/(1<<20))
+
+	b.WriteString("The floor: the same contractd process on a passthrough route (`/r/hop/…`, httputil.ReverseProxy, no contract work) against the same mock, measured in the same run. \"contract work\" is contractd minus the hop: what validation, prompt injection and the pipeline cost on top of any proxy hop.\n\n")
+	b.WriteString("| concurrency | hop req/s | hop p50 | hop added p50 (hop − direct) | hop p99 | contract work p50 (contractd − hop) | contract work p99 |\n")
+	b.WriteString("| ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	for _, c := range cells {
+		fmt.Fprintf(&b, "| %d | %.0f | %.3f ms | %+.3f ms | %.3f ms | %+.3f ms | %+.3f ms |\n",
+			c.direct.Concurrency, c.hop.RPS, ms(c.hop.P50), ms(c.hop.P50-c.direct.P50), ms(c.hop.P99),
+			ms(c.proxied.P50-c.hop.P50), ms(c.proxied.P99-c.hop.P99))
+	}
+	b.WriteString("\n")
 
 	b.WriteString("Targets:\n\n")
 	find := func(n int) (cell, bool) {
@@ -344,7 +367,7 @@ func render(o options, cells []cell, binInfo, load0, load1 string, took time.Dur
 func errorsLine(cells []cell) string {
 	n := 0
 	for _, c := range cells {
-		n += c.direct.Errors + c.proxied.Errors
+		n += c.direct.Errors + c.proxied.Errors + c.hop.Errors
 	}
 	if n == 0 {
 		return "none"
