@@ -26,6 +26,9 @@ type Schema struct {
 	// only (asserting them would reject every value, e.g. OpenAPI's int32);
 	// config validation warns about them.
 	UnknownFormats []string
+	// fast is the fast-path validator (fastschema.go); nil when the schema
+	// uses anything it does not mirror, and then the library alone judges.
+	fast *fastValidator
 }
 
 // ErrRemoteRef is wrapped by CompileSchema when a $ref would need a fetch.
@@ -83,7 +86,9 @@ func CompileSchema(doc []byte) (*Schema, error) {
 		return nil, fmt.Errorf("%w: %s", ErrRemoteRef, strings.Join(slices.Compact(refs), ", "))
 	}
 	m, _ := raw.(map[string]any)
-	return &Schema{s: s, raw: m, compact: compact, UnknownFormats: unknown}, nil
+	// Fast path (fastschema.go): built from the same document.
+	fast := compileFast(compact, unknown)
+	return &Schema{s: s, raw: m, compact: compact, UnknownFormats: unknown, fast: fast}, nil
 }
 
 // unknownFormats lists "format" names in the document that the validator
@@ -160,6 +165,16 @@ func (s *Schema) Doc() map[string]any { return s.raw }
 // Validate judges a decoded instance and returns only the violations that
 // make it invalid (SPEC §9), unsorted.
 func (s *Schema) Validate(v any) []Violation {
+	// Fast path (fastschema.go): a valid verdict from it is the library's;
+	// otherwise the library runs and names the violations.
+	if s.fast != nil && s.fast.valid(v) {
+		return nil
+	}
+	return s.validateLibrary(v)
+}
+
+// validateLibrary judges v with the JSON Schema library alone.
+func (s *Schema) validateLibrary(v any) []Violation {
 	var r *jsonschema.EvaluationResult
 	if m, ok := v.(map[string]any); ok {
 		r = s.s.ValidateMap(m)
@@ -367,4 +382,3 @@ func unquote(s string) string {
 	}
 	return s
 }
-
