@@ -634,17 +634,9 @@ func (c *compiler) contractRoute(path string, d RouteDef, r *Route, used map[str
 func (c *compiler) definedButBroken(kind, name string) bool {
 	switch kind {
 	case "prompts":
-		for _, p := range c.p.File.Prompts {
-			if p.Name == name {
-				return true
-			}
-		}
+		return slices.ContainsFunc(c.p.File.Prompts, func(p PromptDef) bool { return p.Name == name })
 	case "contracts":
-		for _, k := range c.p.File.Contracts {
-			if k.Name == name {
-				return true
-			}
-		}
+		return slices.ContainsFunc(c.p.File.Contracts, func(k ContractDef) bool { return k.Name == name })
 	}
 	return false
 }

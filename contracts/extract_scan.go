@@ -96,23 +96,15 @@ func scanObjects(s string, yield func(start, end int) bool) (unclosed int) {
 	type span struct{ start, end, depth int }
 	var open []int     // offsets of unclosed '{'
 	var pending []span // closed spans inside a still-open '{'
-	inStr, esc := false, false
+	var str stringScan
 	for i := 0; i < len(s); i++ {
 		c := s[i]
-		if inStr {
-			switch {
-			case esc:
-				esc = false
-			case c == '\\':
-				esc = true
-			case c == '"':
-				inStr = false
-			}
+		if str.step(c) {
 			continue
 		}
 		switch c {
 		case '"':
-			inStr = len(open) > 0
+			str.in = len(open) > 0
 		case '{':
 			open = append(open, i)
 		case '}':
@@ -148,23 +140,15 @@ func scanObjects(s string, yield func(start, end int) bool) (unclosed int) {
 // library.
 func jsonDepth(s string) int {
 	depth, maxd := 0, 0
-	inStr, esc := false, false
+	var str stringScan
 	for i := 0; i < len(s); i++ {
 		c := s[i]
-		if inStr {
-			switch {
-			case esc:
-				esc = false
-			case c == '\\':
-				esc = true
-			case c == '"':
-				inStr = false
-			}
+		if str.step(c) {
 			continue
 		}
 		switch c {
 		case '"':
-			inStr = true
+			str.in = true
 		case '{', '[':
 			if depth++; depth > maxd {
 				maxd = depth
@@ -176,4 +160,24 @@ func jsonDepth(s string) int {
 		}
 	}
 	return maxd
+}
+
+// stringScan tracks whether a byte-by-byte scan is inside a JSON string, so
+// brackets in strings are not counted.
+type stringScan struct{ in, esc bool }
+
+// step consumes c if the scan is inside a string and reports whether it did.
+func (st *stringScan) step(c byte) bool {
+	if !st.in {
+		return false
+	}
+	switch {
+	case st.esc:
+		st.esc = false
+	case c == '\\':
+		st.esc = true
+	case c == '"':
+		st.in = false
+	}
+	return true
 }

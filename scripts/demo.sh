@@ -17,36 +17,13 @@ ADMIN_PORT=18190
 SIM_SEED="${SIM_SEED:-7}"
 SIM_FAILURE_RATE="${SIM_FAILURE_RATE:-0.3}"
 
-for b in bin/contractd bin/contractd-sim; do
-  [ -x "$b" ] || { echo "demo: $b is missing; run 'make demo' (it builds first)" >&2; exit 1; }
-done
-"$GO" build -o bin/contractd-demo ./cmd/contractd-demo
-
-port_busy() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
-for p in "${SIM_ADDR##*:}" "$API_PORT" "$ADMIN_PORT"; do
-  if port_busy "$p"; then
-    echo "demo: port $p on 127.0.0.1 is in use (is 'make run' still running?); stop it and retry" >&2
-    exit 1
-  fi
-done
+. scripts/lib.sh
+prepare demo "${SIM_ADDR##*:}" "$API_PORT" "$ADMIN_PORT"
 
 work="$(mktemp -d "${TMPDIR:-/tmp}/contractd-demo.XXXXXX")"
 sim_pid=""
 cd_pid=""
 status=1
-# stop_pids PID...: SIGTERM (both servers drain and exit), SIGKILL after 10 s.
-stop_pids() {
-  local pid i
-  for pid in "$@"; do kill -TERM "$pid" 2>/dev/null || true; done
-  for pid in "$@"; do
-    for i in $(seq 1 100); do
-      kill -0 "$pid" 2>/dev/null || break
-      sleep 0.1
-    done
-    kill -KILL "$pid" 2>/dev/null || true
-    wait "$pid" 2>/dev/null || true
-  done
-}
 cleanup() {
   stop_pids $cd_pid $sim_pid
   if [ "$status" -ne 0 ]; then

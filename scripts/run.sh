@@ -17,35 +17,12 @@ SIM_SEED="${SIM_SEED:-7}"
 SIM_FAILURE_RATE="${SIM_FAILURE_RATE:-0.25}"
 SIM_LATENCY="${SIM_LATENCY:-150ms}"
 
-for b in bin/contractd bin/contractd-sim; do
-  [ -x "$b" ] || { echo "run: $b is missing; use 'make run' (it builds first)" >&2; exit 1; }
-done
-"$GO" build -o bin/contractd-demo ./cmd/contractd-demo
-
-port_busy() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
-for p in "${SIM_ADDR##*:}" 18180 18190; do
-  if port_busy "$p"; then
-    echo "run: port $p on 127.0.0.1 is in use (another 'make run' or 'make demo'?)" >&2
-    exit 1
-  fi
-done
+. scripts/lib.sh
+prepare run "${SIM_ADDR##*:}" 18180 18190
 
 logs="$(mktemp -d "${TMPDIR:-/tmp}/contractd-run.XXXXXX")"
 sim_pid=""
 cd_pid=""
-# stop_pids PID...: SIGTERM (both servers drain and exit), SIGKILL after 10 s.
-stop_pids() {
-  local pid i
-  for pid in "$@"; do kill -TERM "$pid" 2>/dev/null || true; done
-  for pid in "$@"; do
-    for i in $(seq 1 100); do
-      kill -0 "$pid" 2>/dev/null || break
-      sleep 0.1
-    done
-    kill -KILL "$pid" 2>/dev/null || true
-    wait "$pid" 2>/dev/null || true
-  done
-}
 stop_all() {
   trap - INT TERM EXIT
   stop_pids $cd_pid $sim_pid
