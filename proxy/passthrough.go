@@ -68,7 +68,6 @@ func (s *Server) passthrough(ctx context.Context, w http.ResponseWriter, r *http
 			pr.Out.ContentLength = int64(len(body))
 			pr.Out.Header.Set("Content-Length", itoa(len(body)))
 			pr.Out.Header.Del("Authorization")
-			pr.Out.Header.Del("Accept-Encoding")
 			if key := s.Caller.Keys(route.Upstream); key != "" {
 				pr.Out.Header.Set("Authorization", "Bearer "+key)
 			}

@@ -7,6 +7,7 @@ package proxy
 import (
 	"bufio"
 	"bytes"
+	"compress/gzip"
 	"context"
 	"fmt"
 	"io"
@@ -334,5 +335,47 @@ func TestPassthroughAuditBeforeResponseCompletes(t *testing.T) {
 		if !found {
 			t.Fatalf("request %d: response read completely before its audit event was written", i)
 		}
+	}
+}
+
+// Passthrough changes only model and Authorization (SPEC §9): the client's
+// Accept-Encoding reaches the upstream and a compressed reply is relayed as
+// sent.
+func TestPassthroughKeepsAcceptEncoding(t *testing.T) {
+	const body = `{"id":"x","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}]}`
+	h := newHarness(t, func(w http.ResponseWriter, r *http.Request, c *upCall) {
+		if r.Header.Get("Accept-Encoding") != "gzip" {
+			reply(w, 400, []byte(`{"error":{"message":"Accept-Encoding not forwarded"}}`))
+			return
+		}
+		var zb bytes.Buffer
+		zw := gzip.NewWriter(&zb)
+		zw.Write([]byte(body))
+		zw.Close()
+		w.Header().Set("Content-Encoding", "gzip")
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(200)
+		w.Write(zb.Bytes())
+	}, cfg{})
+	req, _ := http.NewRequest("POST", h.front.URL+"/v1/chat/completions", strings.NewReader(`{"model":"raw","messages":[]}`))
+	req.Header.Set("Authorization", "Bearer "+clientKey)
+	req.Header.Set("Accept-Encoding", "gzip")
+	tr := &http.Transport{DisableCompression: true}
+	defer tr.CloseIdleConnections()
+	resp, err := (&http.Client{Transport: tr}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Encoding") != "gzip" {
+		t.Fatalf("status %d, Content-Encoding %q", resp.StatusCode, resp.Header.Get("Content-Encoding"))
+	}
+	zr, err := gzip.NewReader(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := io.ReadAll(zr)
+	if string(got) != body {
+		t.Errorf("relayed %q", got)
 	}
 }
