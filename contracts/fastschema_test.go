@@ -553,7 +553,7 @@ func deepCopy(v any) any {
 
 // fuzzSchemas exercise every supported keyword.
 var fuzzSchemas = []string{
-	fastBenchSchema,
+	BenchSchema,
 	`{"type":"object","properties":{"n":{"type":"integer","minimum":-5,"exclusiveMaximum":1e2,"multipleOf":0.5},"x":{"type":"number","multipleOf":0.01,"exclusiveMinimum":-1.5,"maximum":12345678901234567890},"s":{"type":"string","minLength":2,"maxLength":4,"pattern":"^[a-zé🎉]*$"},"d":{"format":"date-time"},"e":{"format":"email"}},"required":["n"]}`,
 	`{"type":"object","properties":{"a":{"type":"array","items":{"enum":[1,"1",1.5,null,true,{"k":[1]},[2]]},"uniqueItems":true,"minItems":1,"maxItems":4}},"patternProperties":{"^p":{"type":["string","null"]},"q$":{"const":{"z":1}}},"additionalProperties":{"type":"boolean"}}`,
 	`{"type":"object","properties":{"v":{"oneOf":[{"type":"integer"},{"type":"number","minimum":0},{"enum":[1,2.5,"a"]}]},"w":{"anyOf":[{"type":"string","maxLength":1},{"not":{"type":"number"}}]},"u":{"allOf":[{"type":"number"},{"multipleOf":3}]}},"minProperties":1,"maxProperties":4}`,
@@ -562,23 +562,6 @@ var fuzzSchemas = []string{
 	`{"$schema":"http://json-schema.org/draft-07/schema#","definitions":{"t":{"type":"object","properties":{"p":{"type":"array","items":[{"type":"string"},{"type":"number"}],"additionalItems":false}}}},"$ref":"#/definitions/t","required":["never"]}`,
 	`{"$schema":"http://json-schema.org/draft-04/schema#","type":"object","properties":{"m":{"type":"number","minimum":0,"exclusiveMinimum":true,"maximum":1,"exclusiveMaximum":false},"t":{"type":["array","object"],"prefixItems":[{"const":0}],"items":false,"uniqueItems":true}}}`,
 }
-
-// fastBenchSchema and fastBenchOutput duplicate benchSchema/benchOutput of
-// engine_bench_test.go (package contracts_test).
-const fastBenchSchema = `{"type":"object","additionalProperties":false,
-"required":["intents","primary_intent","product_line","urgency","risk_flags"],
-"$defs":{"scored":{"type":"object","additionalProperties":false,"required":["label","confidence","evidence_snippets"],
-  "properties":{"label":{"type":"string","enum":["claim_report","billing_question","complaint","other","motor","home","travel","low","normal","high","fraud_suspected","legal_threat","vulnerable_customer"]},
-   "confidence":{"type":"number","minimum":0,"maximum":1},
-   "evidence_snippets":{"type":"array","maxItems":5,"items":{"type":"string","minLength":1,"maxLength":200}}}}},
-"properties":{
- "intents":{"type":"array","minItems":1,"maxItems":5,"items":{"$ref":"#/$defs/scored"}},
- "primary_intent":{"type":"string","enum":["claim_report","billing_question","complaint","other"]},
- "product_line":{"$ref":"#/$defs/scored"},
- "urgency":{"$ref":"#/$defs/scored"},
- "risk_flags":{"type":"array","maxItems":5,"items":{"$ref":"#/$defs/scored"}}}}`
-
-const fastBenchOutput = `{"intents":[{"label":"claim_report","confidence":0.92,"evidence_snippets":["my kitchen window broke during the storm last night","I would like to file a claim"]},{"label":"billing_question","confidence":0.41,"evidence_snippets":["Also why was my premium higher this month"]}],"primary_intent":"claim_report","product_line":{"label":"home","confidence":0.88,"evidence_snippets":["my kitchen window broke during the storm last night","policy number HX-2291-7730"]},"urgency":{"label":"high","confidence":0.77,"evidence_snippets":["rain is coming in and the children sleep next door","Please send someone today"]},"risk_flags":[{"label":"vulnerable_customer","confidence":0.55,"evidence_snippets":["rain is coming in and the children sleep next door"]},{"label":"legal_threat","confidence":0.12,"evidence_snippets":["I will talk to my lawyer if nothing happens"]}]}`
 
 var compiledFuzzSchemas = sync.OnceValues(func() ([]*Schema, error) {
 	out := make([]*Schema, len(fuzzSchemas))
@@ -600,7 +583,7 @@ var compiledFuzzSchemas = sync.OnceValues(func() ([]*Schema, error) {
 // are equal.
 func FuzzFastSchemaAgrees(f *testing.F) {
 	seeds := []string{
-		fastBenchOutput,
+		BenchOutput,
 		`{"n":1.0,"x":0.07,"s":"éé","d":"2024-01-02T03:04:05Z","e":"a@b.co"}`,
 		`{"n":-5,"x":12345678901234567890,"s":"🎉🎉🎉🎉"}`,
 		`{"n":99.5,"x":-1.49}`,
@@ -645,7 +628,7 @@ func TestFastSchemaFuzzSchemasCompile(t *testing.T) {
 }
 
 func benchFastSetup(b *testing.B, out string) (*Schema, map[string]any) {
-	s, err := CompileSchema([]byte(fastBenchSchema))
+	s, err := CompileSchema([]byte(BenchSchema))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -661,8 +644,8 @@ func benchFastSetup(b *testing.B, out string) (*Schema, map[string]any) {
 
 // BenchmarkFastValidate: the fast path alone on the valid bench output.
 func BenchmarkFastValidate(b *testing.B) {
-	s, m := benchFastSetup(b, fastBenchOutput)
-	b.SetBytes(int64(len(fastBenchOutput)))
+	s, m := benchFastSetup(b, BenchOutput)
+	b.SetBytes(int64(len(BenchOutput)))
 	b.ReportAllocs()
 	for b.Loop() {
 		if !s.fast.valid(m) {
@@ -673,8 +656,8 @@ func BenchmarkFastValidate(b *testing.B) {
 
 // BenchmarkLibraryValidate: the library path alone (as before the fast path).
 func BenchmarkLibraryValidate(b *testing.B) {
-	s, m := benchFastSetup(b, fastBenchOutput)
-	b.SetBytes(int64(len(fastBenchOutput)))
+	s, m := benchFastSetup(b, BenchOutput)
+	b.SetBytes(int64(len(BenchOutput)))
 	b.ReportAllocs()
 	for b.Loop() {
 		if vs := s.validateLibrary(m); len(vs) != 0 {
@@ -686,7 +669,7 @@ func BenchmarkLibraryValidate(b *testing.B) {
 // BenchmarkSchemaValidateInvalid: Schema.Validate on an invalid output,
 // where the fast path runs first and the library after it.
 func BenchmarkSchemaValidateInvalid(b *testing.B) {
-	bad := strings.Replace(fastBenchOutput, `"confidence":0.12`, `"confidence":1.12`, 1)
+	bad := strings.Replace(BenchOutput, `"confidence":0.12`, `"confidence":1.12`, 1)
 	s, m := benchFastSetup(b, bad)
 	b.SetBytes(int64(len(bad)))
 	b.ReportAllocs()
@@ -700,7 +683,7 @@ func BenchmarkSchemaValidateInvalid(b *testing.B) {
 // BenchmarkFastValidateInvalid: the fast path alone on the invalid output
 // (what an invalid output pays before the library runs).
 func BenchmarkFastValidateInvalid(b *testing.B) {
-	bad := strings.Replace(fastBenchOutput, `"confidence":0.12`, `"confidence":1.12`, 1)
+	bad := strings.Replace(BenchOutput, `"confidence":0.12`, `"confidence":1.12`, 1)
 	s, m := benchFastSetup(b, bad)
 	b.SetBytes(int64(len(bad)))
 	b.ReportAllocs()
