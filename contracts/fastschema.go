@@ -58,7 +58,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/go-json-experiment/json/jsontext"
-	"github.com/kaptinlin/jsonschema"
 )
 
 // fastValidator is the compiled fast path of one schema.
@@ -473,7 +472,7 @@ func (b *fbuilder) buildObject(m map[string]any, parent *fnode, inherited fdiale
 			if b.annotationFormats[s] {
 				continue // registered by CompileSchema as always true
 			}
-			f, known := jsonschema.Formats[s]
+			f, known := formatChecker(s)
 			if !known {
 				poison("format " + s + " is neither known nor an annotation")
 				continue

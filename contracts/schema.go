@@ -65,6 +65,9 @@ func CompileSchema(doc []byte) (*Schema, error) {
 	for _, f := range unknown {
 		c.RegisterFormat(f, func(any) bool { return true })
 	}
+	for name, check := range formatOverrides {
+		c.RegisterFormat(name, check)
+	}
 	for _, mt := range collectStrings(raw, "contentMediaType") {
 		if _, ok := c.MediaTypes[mt]; !ok {
 			c.RegisterMediaType(mt, func(b []byte) (any, error) { return string(b), nil })
