@@ -50,6 +50,9 @@ func (p *Parsed) Compile() (*Runtime, error) {
 		Routes: map[string]*Route{},
 	}
 	c := &compiler{p: p, ps: ps, rt: rt}
+	if abs, err := filepath.Abs(p.Path); err == nil {
+		rt.Files = append(rt.Files, abs)
+	}
 	c.server()
 	c.audit()
 	c.upstreams()
@@ -295,6 +298,7 @@ func (c *compiler) contracts() {
 			continue
 		case d.SchemaFile != "":
 			schemaPath = join(path, "schema_file")
+			c.rt.Files = append(c.rt.Files, c.abs(d.SchemaFile))
 			doc, err = os.ReadFile(c.abs(d.SchemaFile))
 			if err != nil {
 				c.ps.add(schemaPath, "cannot read %s: %s", d.SchemaFile, cleanOSError(err))

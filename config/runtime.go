@@ -21,6 +21,9 @@ type Runtime struct {
 	Routes    map[string]*Route
 	RouteList []*Route  // in file order, for /v1/models
 	Warnings  []Problem // doubtful but accepted
+	// Files are the absolute paths the Runtime was built from: the config
+	// file and every schema_file. A change to any of them reloads.
+	Files []string
 }
 
 // ServerSettings are server settings with defaults applied.

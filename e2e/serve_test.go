@@ -325,3 +325,39 @@ func jsonString(s string) string {
 	b, _ := json.Marshal(s)
 	return string(b)
 }
+
+// A change to a contract's schema file alone (no SIGHUP, config untouched)
+// reloads within the window, like a change to the config file.
+func TestReloadOnSchemaFileChange(t *testing.T) {
+	t.Parallel()
+	up := newUpstream(t, byModel)
+	dir := t.TempDir()
+	if err := os.Mkdir(filepath.Join(dir, "schemas"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	schema := filepath.Join(dir, "schemas", "sentiment.schema.json")
+	writeFile(t, schema, `{"type":"object","required":["sentiment","summary"],"additionalProperties":false,
+  "properties":{"sentiment":{"type":"string"},"summary":{"type":"string"}}}`)
+	cfg := writeConfig(t, dir, renderConfig(cfgOpts{upstream: up.URL(), schema: "schemas/sentiment.schema.json"}))
+	d := startDaemon(t, cfg, baseEnv())
+	assertServes(t, d, "review-sentiment", goodContent)
+
+	start := time.Now()
+	writeFile(t, schema, `{"type":"object","required":["sentiment","summary","confidence"],"additionalProperties":false,
+  "properties":{"sentiment":{"type":"string"},"summary":{"type":"string"},"confidence":{"type":"number"}}}`)
+	status := 0
+	if !waitFor(reloadWindow, func() bool {
+		resp, _ := postNoFatal(d, reviewBody("review-sentiment", "Fine."))
+		if resp != nil {
+			status = resp.StatusCode
+		}
+		return status == 422
+	}) {
+		t.Fatalf("the schema file change did not apply within %v (last status %d)", reloadWindow, status)
+	}
+	t.Logf("schema file change applied in %v", time.Since(start).Round(time.Millisecond))
+	if _, ok := d.logLine(time.Second, reloaded("file")); !ok {
+		t.Error(`no "config reloaded" log line with trigger file`)
+	}
+	d.assertNoSecrets()
+}

@@ -146,7 +146,7 @@ func serve(ctx context.Context, path string, rt *config.Runtime, logger *slog.Lo
 	// SIGHUP must reload (not kill the process by its default action) and a
 	// config file change must not be missed. SIGHUP stays caught until
 	// serve returns, so one that arrives while draining does not kill it.
-	rw := newReloadWatch(path, logger)
+	rw := newReloadWatch(rt, logger)
 	defer rw.Close()
 
 	errc := make(chan error, len(servers))
@@ -216,52 +216,45 @@ type reloadWatch struct {
 	hup     chan os.Signal
 	changed chan struct{}
 	w       *fsnotify.Watcher // nil when watching failed (SIGHUP still works)
+	logger  *slog.Logger
+
+	mu    sync.Mutex
+	files map[string]map[string]bool // watched directory -> file names that trigger
 }
 
-// newReloadWatch catches SIGHUP and starts watching the config file; both
-// are in place when it returns.
+// newReloadWatch catches SIGHUP and starts watching the files rt was built
+// from (the config and its schema files); both are in place when it returns.
 //
-// The watch is on the file's directory, not on viper's WatchConfig: viper
+// The watch is on each file's directory, not on viper's WatchConfig: viper
 // stops watching for good when the file is removed, and editors and deploy
 // tools save by remove-and-recreate or rename. Kubernetes ConfigMaps swap a
 // "..data" symlink in the same directory, so those names count too.
-func newReloadWatch(path string, logger *slog.Logger) *reloadWatch {
-	rw := &reloadWatch{hup: make(chan os.Signal, 1), changed: make(chan struct{}, 1)}
+func newReloadWatch(rt *config.Runtime, logger *slog.Logger) *reloadWatch {
+	rw := &reloadWatch{hup: make(chan os.Signal, 1), changed: make(chan struct{}, 1), logger: logger,
+		files: map[string]map[string]bool{}}
 	signal.Notify(rw.hup, syscall.SIGHUP)
-	abs, err := filepath.Abs(path)
-	if err == nil {
-		rw.w, err = fsnotify.NewWatcher()
-	}
-	if err == nil {
-		if err = rw.w.Add(filepath.Dir(abs)); err != nil {
-			rw.w.Close()
-			rw.w = nil
-		}
-	}
+	w, err := fsnotify.NewWatcher()
 	if err != nil {
 		logger.Warn("config file watch disabled; SIGHUP still reloads", "error", err.Error())
 		return rw
 	}
-	base := filepath.Base(abs)
+	rw.w = w
+	rw.track(rt.Files)
 	go func() {
 		for {
 			select {
-			case ev, ok := <-rw.w.Events:
+			case ev, ok := <-w.Events:
 				if !ok {
 					return
 				}
-				name := filepath.Base(ev.Name)
-				if name != base && !strings.HasPrefix(name, "..") {
-					continue
-				}
-				if ev.Op == fsnotify.Chmod {
+				if ev.Op == fsnotify.Chmod || !rw.matches(ev.Name) {
 					continue
 				}
 				select {
 				case rw.changed <- struct{}{}:
 				default:
 				}
-			case err, ok := <-rw.w.Errors:
+			case err, ok := <-w.Errors:
 				if !ok {
 					return
 				}
@@ -270,6 +263,44 @@ func newReloadWatch(path string, logger *slog.Logger) *reloadWatch {
 		}
 	}()
 	return rw
+}
+
+// track watches the directories of files, so a reload that adds a schema
+// file also watches it. Directories no longer needed stay watched (their
+// events are filtered out), which keeps a reload from racing the watcher.
+func (rw *reloadWatch) track(files []string) {
+	if rw.w == nil {
+		return
+	}
+	rw.mu.Lock()
+	defer rw.mu.Unlock()
+	next := map[string]map[string]bool{}
+	for _, f := range files {
+		dir, base := filepath.Dir(f), filepath.Base(f)
+		if next[dir] == nil {
+			next[dir] = map[string]bool{}
+		}
+		next[dir][base] = true
+		if _, watched := rw.files[dir]; !watched {
+			if err := rw.w.Add(dir); err != nil {
+				rw.logger.Warn("cannot watch a config directory; SIGHUP still reloads", "dir", dir, "error", err.Error())
+			}
+		}
+	}
+	for dir := range rw.files {
+		if next[dir] == nil {
+			next[dir] = map[string]bool{} // still watched, nothing triggers
+		}
+	}
+	rw.files = next
+}
+
+func (rw *reloadWatch) matches(path string) bool {
+	dir, base := filepath.Dir(path), filepath.Base(path)
+	rw.mu.Lock()
+	defer rw.mu.Unlock()
+	names, ok := rw.files[dir]
+	return ok && (names[base] || (len(names) > 0 && strings.HasPrefix(base, "..")))
 }
 
 // Close stops the SIGHUP registration and the file watch.
@@ -304,6 +335,7 @@ func watchReload(ctx context.Context, rw *reloadWatch, path string, srv *proxy.S
 			logger.Warn("listen addresses change only on restart", "listen", old.Server.Listen)
 		}
 		srv.Swap(rt)
+		rw.track(rt.Files)
 		tel.ConfigReload(true)
 		logger.Info("config reloaded", "trigger", trigger, "sha256", rt.SHA256, "routes", len(rt.Routes))
 	}
