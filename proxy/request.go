@@ -164,26 +164,28 @@ func (p *Prepared) readInput(obj object) *APIError {
 		hasCI = false
 	}
 	if prompt.InputSchema == nil {
-		if hasCI {
-			if ci.Kind() == '"' {
-				var s string
-				_ = json.Unmarshal(ci, &s)
-				p.Input, p.InputJSON = s, ci
-				return nil
-			}
-			v, err := contracts.DecodeJSON(ci)
-			if err != nil {
-				return badRequest(CodeInvalidJSON, "contract_input", "contract_input is not valid JSON")
-			}
-			p.Input, p.InputJSON = v, ci
-			p.Subject.Input = v
+		// SPEC §3: without an input schema .Input is the last user message's
+		// text; contract_input only stands in when there is no user message.
+		if p.Subject.HasLastUser {
+			p.Input = p.Subject.LastUser
+			p.InputJSON = mustJSON(p.Subject.LastUser)
 			return nil
 		}
-		if !p.Subject.HasLastUser {
+		if !hasCI {
 			return badRequest(CodeInputSchemaViolation, "messages", "the request needs a user message")
 		}
-		p.Input = p.Subject.LastUser
-		p.InputJSON = mustJSON(p.Subject.LastUser)
+		if ci.Kind() == '"' {
+			var s string
+			_ = json.Unmarshal(ci, &s)
+			p.Input, p.InputJSON = s, ci
+			return nil
+		}
+		v, err := contracts.DecodeJSON(ci)
+		if err != nil {
+			return badRequest(CodeInvalidJSON, "contract_input", "contract_input is not valid JSON")
+		}
+		p.Input, p.InputJSON = v, ci
+		p.Subject.Input = v
 		return nil
 	}
 	var src []byte

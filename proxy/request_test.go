@@ -383,3 +383,29 @@ func TestAuditIncludeContent(t *testing.T) {
 		t.Errorf("audit with include_content: %+v input %s", ev.Attempts, ev.Input)
 	}
 }
+
+// SPEC §3: without an input schema, .Input is the last user message's
+// text; contract_input stands in only when there is no user message.
+func TestInputWithoutSchema(t *testing.T) {
+	h := newHarness(t, always(`{"answer":"a"}`), cfg{})
+	route := h.rt.Routes["free"]
+	for _, tt := range []struct {
+		body, want string
+		status     int
+	}{
+		{`{"messages":[{"role":"user","content":"first"},{"role":"assistant","content":"x"},{"role":"user","content":"last"}],"contract_input":"ignored"}`, "last", 0},
+		{`{"messages":[],"contract_input":"stand-in"}`, "stand-in", 0},
+		{`{"messages":[{"role":"assistant","content":"x"}]}`, "", 400},
+	} {
+		p, aerr := Prepare(route, []byte(tt.body))
+		if tt.status != 0 {
+			if aerr == nil || aerr.Status != tt.status || aerr.Code != CodeInputSchemaViolation {
+				t.Errorf("%s: got %+v, want %d", tt.body, aerr, tt.status)
+			}
+			continue
+		}
+		if aerr != nil || p.Input != tt.want {
+			t.Errorf("%s: Input %v (%v), want %q", tt.body, p.Input, aerr, tt.want)
+		}
+	}
+}
