@@ -8,9 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,6 +18,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/contractd/contractd/internal/testkit"
 )
 
 // Fake keys only: the client's key (checked by contractd) and the
@@ -368,11 +368,10 @@ type reply struct {
 	Raw     []byte // the body as is, instead of a completion
 }
 
+// fakeUpstream is a testkit.Upstream (which records every call) whose
+// replies a script chooses.
 type fakeUpstream struct {
-	srv *httptest.Server
-
-	mu     sync.Mutex
-	reqs   []upstreamRequest
+	*testkit.Upstream
 	script func(req upstreamRequest, n int) reply // n: 1-based index of this request
 	got    chan upstreamRequest                   // every request, when non-nil (buffered)
 }
@@ -381,32 +380,21 @@ type fakeUpstream struct {
 func newUpstream(t *testing.T, script func(req upstreamRequest, n int) reply) *fakeUpstream {
 	t.Helper()
 	u := &fakeUpstream{script: script, got: make(chan upstreamRequest, 64)}
-	u.srv = httptest.NewUnstartedServer(http.HandlerFunc(u.serve))
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	u.srv.Listener = ln
-	u.srv.Start()
-	t.Cleanup(u.srv.Close)
+	u.Upstream = testkit.NewUpstream(t, u.serve)
 	return u
 }
 
-func (u *fakeUpstream) URL() string { return u.srv.URL + "/v1" }
+func asRequest(c *testkit.Call) upstreamRequest {
+	return upstreamRequest{Method: c.Method, Path: c.Path, Header: c.Header, Raw: c.Body, Body: c.JSON}
+}
 
-func (u *fakeUpstream) serve(w http.ResponseWriter, r *http.Request) {
-	raw, _ := io.ReadAll(r.Body)
-	req := upstreamRequest{Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone(), Raw: raw}
-	_ = json.Unmarshal(raw, &req.Body)
-	u.mu.Lock()
-	u.reqs = append(u.reqs, req)
-	n := len(u.reqs)
-	u.mu.Unlock()
+func (u *fakeUpstream) serve(w http.ResponseWriter, r *http.Request, c *testkit.Call) {
+	req := asRequest(c)
 	select {
 	case u.got <- req:
 	default:
 	}
-	rp := u.script(req, n)
+	rp := u.script(req, c.N)
 	if rp.Delay > 0 {
 		select {
 		case <-time.After(rp.Delay):
@@ -422,16 +410,16 @@ func (u *fakeUpstream) serve(w http.ResponseWriter, r *http.Request) {
 		model, _ := req.Body["model"].(string)
 		body = completion(model, rp.Content, rp.Finish)
 	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(rp.Status)
-	_, _ = w.Write(body)
+	testkit.Reply(w, rp.Status, body)
 }
 
 // Requests returns every request received so far.
 func (u *fakeUpstream) Requests() []upstreamRequest {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	return append([]upstreamRequest(nil), u.reqs...)
+	var out []upstreamRequest
+	for _, c := range u.Calls() {
+		out = append(out, asRequest(c))
+	}
+	return out
 }
 
 // assertKeys checks that every upstream request carried the upstream's key
@@ -462,19 +450,8 @@ func (u *fakeUpstream) assertKeys(t *testing.T) {
 
 // completion is a minimal OpenAI chat completion.
 func completion(model, content, finish string) []byte {
-	if finish == "" {
-		finish = "stop"
-	}
-	b, _ := json.Marshal(map[string]any{
-		"id": "chatcmpl-fake", "object": "chat.completion", "created": 1700000000,
-		"model": model + "-2024-01-01", "system_fingerprint": "fp_fake",
-		"choices": []any{map[string]any{
-			"index": 0, "finish_reason": finish, "logprobs": nil,
-			"message": map[string]any{"role": "assistant", "content": content},
-		}},
-		"usage": map[string]any{"prompt_tokens": 50, "completion_tokens": 10, "total_tokens": 60},
-	})
-	return b
+	return testkit.Completion{ID: "chatcmpl-fake", Model: model + "-2024-01-01", Fingerprint: "fp_fake",
+		Content: content, Finish: finish, Logprobs: true, PromptTokens: 50, CompletionTokens: 10}.JSON()
 }
 
 // byModel is the default script: the route's upstream model name decides.

@@ -1,8 +1,9 @@
 package proxy
 
-// Test harness: a scripted fake upstream (httptest) that records what it
-// received, a config compiled from YAML with config.LoadBytes, a Server in
-// front (httptest), an in-memory audit sink and a goroutine-leak check.
+// Test harness: a scripted fake upstream that records what it received
+// (testkit.Upstream), a config compiled from YAML with config.LoadBytes, a
+// Server in front (httptest), an in-memory audit sink (testkit.AuditSink)
+// and a goroutine-leak check.
 
 import (
 	"bufio"
@@ -18,13 +19,13 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/contractd/contractd/audit"
 	"github.com/contractd/contractd/config"
 	"github.com/contractd/contractd/contracts"
+	"github.com/contractd/contractd/internal/testkit"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/golden")
@@ -37,111 +38,35 @@ const (
 
 // ---------------------------------------------------------------- upstream
 
-// upCall is one request the fake upstream received.
-type upCall struct {
-	N      int // 1-based hit number
-	Header http.Header
-	Body   []byte
-	JSON   map[string]any
-	Ctx    context.Context // the request's context (done when the caller gives up)
-}
+// upCall is one request the fake upstream received (N, Header, Body, JSON,
+// Ctx; Temperature and Messages read the JSON).
+type upCall = testkit.Call
 
-// Temperature is the temperature the call was made with (-1 when absent).
-func (c *upCall) Temperature() float64 {
-	if t, ok := c.JSON["temperature"].(float64); ok {
-		return t
-	}
-	return -1
-}
-
-// Messages returns the messages sent.
-func (c *upCall) Messages() []map[string]any {
-	raw, _ := c.JSON["messages"].([]any)
-	out := make([]map[string]any, len(raw))
-	for i, m := range raw {
-		out[i], _ = m.(map[string]any)
-	}
-	return out
-}
-
-type upHandler func(w http.ResponseWriter, r *http.Request, c *upCall)
+type upHandler = testkit.Handler
 
 // fakeUpstream is an OpenAI-compatible upstream scripted per call.
-type fakeUpstream struct {
-	srv    *httptest.Server
-	handle upHandler
-	quit   chan struct{} // closed on Close: hung handlers return
+type fakeUpstream = testkit.Upstream
 
-	mu    sync.Mutex
-	calls []*upCall
-}
-
+// newFakeUpstream serves h on /v1/chat/completions (any other path: 404,
+// still recorded).
 func newFakeUpstream(t *testing.T, h upHandler) *fakeUpstream {
 	t.Helper()
-	f := &fakeUpstream{handle: h, quit: make(chan struct{})}
-	f.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		c := &upCall{Header: r.Header.Clone(), Body: body, Ctx: r.Context()}
-		_ = json.Unmarshal(body, &c.JSON)
-		f.mu.Lock()
-		f.calls = append(f.calls, c)
-		c.N = len(f.calls)
-		f.mu.Unlock()
+	return testkit.NewUpstream(t, func(w http.ResponseWriter, r *http.Request, c *upCall) {
 		if r.URL.Path != "/v1/chat/completions" {
 			http.Error(w, "wrong path "+r.URL.Path, http.StatusNotFound)
 			return
 		}
-		f.handle(w, r, c)
-	}))
-	return f
-}
-
-func (f *fakeUpstream) URL() string { return f.srv.URL + "/v1" }
-
-func (f *fakeUpstream) Calls() []*upCall {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return append([]*upCall(nil), f.calls...)
-}
-
-func (f *fakeUpstream) Hits() int { return len(f.Calls()) }
-
-func (f *fakeUpstream) Close() {
-	select {
-	case <-f.quit:
-	default:
-		close(f.quit)
-	}
-	f.srv.Close()
-}
-
-// hang blocks until the caller gives up or the test ends.
-func (f *fakeUpstream) hang(r *http.Request) {
-	select {
-	case <-r.Context().Done():
-	case <-f.quit:
-	}
+		h(w, r, c)
+	})
 }
 
 // completion is an upstream chat completion body.
 func completion(content string, finish string, prompt, compl int) []byte {
-	if finish == "" {
-		finish = "stop"
-	}
-	return mustJSON(map[string]any{
-		"id": "chatcmpl-up-1", "object": "chat.completion", "created": 1700000000,
-		"model": "test-model-1-2024-08-06", "system_fingerprint": "fp_up",
-		"choices": []any{map[string]any{"index": 0, "finish_reason": finish,
-			"message": map[string]any{"role": "assistant", "content": content}}},
-		"usage": map[string]any{"prompt_tokens": prompt, "completion_tokens": compl, "total_tokens": prompt + compl},
-	})
+	return testkit.Completion{ID: "chatcmpl-up-1", Model: "test-model-1-2024-08-06", Fingerprint: "fp_up",
+		Content: content, Finish: finish, PromptTokens: prompt, CompletionTokens: compl}.JSON()
 }
 
-func reply(w http.ResponseWriter, status int, body []byte) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_, _ = w.Write(body)
-}
+func reply(w http.ResponseWriter, status int, body []byte) { testkit.Reply(w, status, body) }
 
 // Outputs used across tests.
 const (
@@ -324,16 +249,6 @@ var routeYAML = map[string]string{
 var routeOrder = []string{"classify", "free", "free-drop", "tight", "broke", "slow", "raw", "raw-fast"}
 
 func configYAML(upURL string, c cfg) string {
-	or := func(v, d string) string {
-		if v == "" {
-			return d
-		}
-		return v
-	}
-	maxBody := c.MaxBody
-	if maxBody == 0 {
-		maxBody = 4096
-	}
 	var b strings.Builder
 	b.WriteString(baseYAML)
 outer:
@@ -347,9 +262,9 @@ outer:
 	}
 	return strings.NewReplacer(
 		"@UP@", upURL,
-		"@MAX_BODY@", fmt.Sprint(maxBody),
-		"@REQ_TIMEOUT@", or(c.RequestTimeout, "5s"),
-		"@CLASSIFY_TEMP@", or(c.ClassifyTemp, "0.7"),
+		"@MAX_BODY@", fmt.Sprint(testkit.Or(c.MaxBody, 4096)),
+		"@REQ_TIMEOUT@", testkit.Or(c.RequestTimeout, "5s"),
+		"@CLASSIFY_TEMP@", testkit.Or(c.ClassifyTemp, "0.7"),
 		"@INCLUDE@", fmt.Sprint(c.IncludeContent),
 	).Replace(b.String())
 }
@@ -358,59 +273,18 @@ outer:
 // contract's relative schema_file resolves against testdata/.
 func loadRuntime(t testing.TB, upURL string, c cfg) *config.Runtime {
 	t.Helper()
-	rt, err := config.LoadBytes(filepath.Join("testdata", "contractd.yaml"), []byte(configYAML(upURL, c)))
-	if err != nil {
-		t.Fatalf("config: %v", err)
-	}
-	return rt
+	return testkit.LoadRuntime(t, filepath.Join("testdata", "contractd.yaml"), configYAML(upURL, c))
 }
 
 // ------------------------------------------------------------------ server
 
 // memSink keeps audit events in memory.
-type memSink struct {
-	mu  sync.Mutex
-	evs []audit.Event
-	raw bytes.Buffer
-}
+type memSink struct{ testkit.AuditSink }
 
-func (m *memSink) Write(ev *audit.Event) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.evs = append(m.evs, *ev)
-	b, _ := json.Marshal(ev)
-	m.raw.Write(append(b, '\n'))
-	return nil
-}
-func (m *memSink) Close() error { return nil }
-
-func (m *memSink) Events() []audit.Event {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return append([]audit.Event(nil), m.evs...)
-}
-
-func (m *memSink) Raw() string {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.raw.String()
-}
-
-// waitEvent waits for the audit event of request id (handlers write it
-// before the response completes, but a client that hung up does not wait).
+// waitEvent waits for the audit event of request id ("": any).
 func (m *memSink) waitEvent(t *testing.T, id string) audit.Event {
 	t.Helper()
-	deadline := time.Now().Add(3 * time.Second)
-	for time.Now().Before(deadline) {
-		for _, ev := range m.Events() {
-			if id == "" || ev.RequestID == id {
-				return ev
-			}
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	t.Fatalf("no audit event for request %q", id)
-	return audit.Event{}
+	return m.WaitEvent(t, id)
 }
 
 type harness struct {
@@ -504,14 +378,7 @@ func (h *harness) do(ctx context.Context, path string, body io.Reader, n int64, 
 	req.ContentLength = n
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Authorization", "Bearer "+clientKey)
-	for _, kv := range hdr {
-		k, v, _ := strings.Cut(kv, ":")
-		if v = strings.TrimSpace(v); v == "" {
-			req.Header.Del(k)
-		} else {
-			req.Header.Set(k, v)
-		}
-	}
+	testkit.SetHeaders(req.Header, hdr...)
 	resp, err := h.client.Do(req)
 	if err != nil {
 		h.t.Fatalf("POST %s: %v", path, err)

@@ -63,7 +63,7 @@ func newBenchHarness(b *testing.B, v variant) *harness {
 	o := v.opts
 	o.discard = true
 	h := newHarness(b, o)
-	h.up.quiet = true
+	h.up.SetQuiet(true)
 	for k := range v.env {
 		b.Setenv(k, "")
 	}

@@ -14,7 +14,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -27,6 +26,7 @@ import (
 
 	"github.com/contractd/contractd/audit"
 	"github.com/contractd/contractd/config"
+	"github.com/contractd/contractd/internal/testkit"
 	"github.com/contractd/contractd/proxy"
 	"github.com/contractd/contractd/telemetry"
 )
@@ -128,23 +128,23 @@ type upCall struct {
 // temperature > 0, valid at 0; -review: invalid at every temperature (a
 // label violation, then an extra member); -fail: HTTP 500; -budget: invalid
 // with a huge usage. A passthrough request (model gpt-raw) with
-// "stream": true gets an SSE stream.
+// "stream": true gets an SSE stream. testkit.Upstream records the calls
+// (benchmarks turn that off with SetQuiet).
 type fakeUpstream struct {
-	mu    sync.Mutex
-	calls []upCall
-	quiet bool // benchmarks: do not record calls
+	*testkit.Upstream
 	// gate, when set, holds a streamed reply after its first event until
 	// the test closes it (streaming must flush through every wrapper).
 	gate chan struct{}
 }
 
-func (f *fakeUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	body, _ := io.ReadAll(r.Body)
-	f.mu.Lock()
-	if !f.quiet {
-		f.calls = append(f.calls, upCall{Auth: r.Header.Get("Authorization"), Traceparent: r.Header.Get("Traceparent"), Body: body})
-	}
-	f.mu.Unlock()
+func newFakeUpstream(t testing.TB) *fakeUpstream {
+	t.Helper()
+	f := &fakeUpstream{}
+	f.Upstream = testkit.NewUpstream(t, f.serve)
+	return f
+}
+
+func (f *fakeUpstream) serve(w http.ResponseWriter, r *http.Request, c *testkit.Call) {
 	var req struct {
 		Model       string   `json:"model"`
 		Stream      bool     `json:"stream"`
@@ -153,14 +153,14 @@ func (f *fakeUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			Content string `json:"content"`
 		} `json:"messages"`
 	}
-	_ = json.Unmarshal(body, &req)
+	_ = json.Unmarshal(c.Body, &req)
 	var text strings.Builder
 	for _, m := range req.Messages {
 		text.WriteString(m.Content)
 	}
 	hot := req.Temperature != nil && *req.Temperature > 0
 	content := `{"intent":"billing_question"}`
-	pt, ct, tt := upPrompt, upCompletion, upTotal
+	pt, ct := upPrompt, upCompletion
 	switch s := text.String(); {
 	case req.Model == "gpt-raw" && req.Stream:
 		w.Header().Set("Content-Type", "text/event-stream")
@@ -179,7 +179,7 @@ func (f *fakeUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		content = "raw passthrough reply"
 	case strings.Contains(s, "SCENARIO-budget"):
 		content = `{"intent":"nonsense"}`
-		pt, ct, tt = bigPrompt, bigCompletion, bigTotal
+		pt, ct = bigPrompt, bigCompletion
 	case strings.Contains(s, "SCENARIO-fail"):
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusInternalServerError)
@@ -192,35 +192,18 @@ func (f *fakeUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case strings.Contains(s, "SCENARIO-review"):
 		content = `{"intent":"other","extra":true}`
 	}
-	w.Header().Set("Content-Type", "application/json")
-	fmt.Fprintf(w, `{"id":"chatcmpl-fake","object":"chat.completion","created":1700000000,"model":%q,`+
-		`"choices":[{"index":0,"message":{"role":"assistant","content":%q},"finish_reason":"stop"}],`+
-		`"usage":{"prompt_tokens":%d,"completion_tokens":%d,"total_tokens":%d}}`,
-		req.Model+"-0613", content, pt, ct, tt)
+	testkit.Reply(w, http.StatusOK, testkit.Completion{ID: "chatcmpl-fake", Model: req.Model + "-0613",
+		Content: content, PromptTokens: pt, CompletionTokens: ct}.JSON())
 }
 
+// Calls are the calls recorded so far: their Authorization and
+// Traceparent headers and body.
 func (f *fakeUpstream) Calls() []upCall {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return append([]upCall(nil), f.calls...)
-}
-
-// syncBuffer is a goroutine-safe bytes.Buffer.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
+	var out []upCall
+	for _, c := range f.Upstream.Calls() {
+		out = append(out, upCall{Auth: c.Header.Get("Authorization"), Traceparent: c.Header.Get("Traceparent"), Body: c.Body})
+	}
+	return out
 }
 
 // harness is a full contractd API (proxy + telemetry middleware) in front
@@ -231,8 +214,8 @@ type harness struct {
 	up    *fakeUpstream
 	tel   *telemetry.Telemetry
 	spans *tracetest.InMemoryExporter
-	audit *syncBuffer
-	logs  *syncBuffer
+	audit *testkit.SyncBuffer
+	logs  *testkit.SyncBuffer
 	// handler is the in-process API (benchmarks call it directly); api
 	// serves it over loopback.
 	handler http.Handler
@@ -254,15 +237,10 @@ type harnessOpts struct {
 
 func newHarness(t testing.TB, o harnessOpts) *harness {
 	t.Helper()
-	h := &harness{t: t, up: &fakeUpstream{}, audit: &syncBuffer{}, logs: &syncBuffer{}}
-	upSrv := httptest.NewServer(h.up)
-	t.Cleanup(upSrv.Close)
-	h.upURL = upSrv.URL
+	h := &harness{t: t, up: newFakeUpstream(t), audit: &testkit.SyncBuffer{}, logs: &testkit.SyncBuffer{}}
+	h.upURL = h.up.RootURL()
 	t.Setenv(clientEnv, clientKey)
-	rt, err := config.LoadBytes("/tmp/teltest/contractd.yaml", []byte(fmt.Sprintf(testConfig, o.includeContent, upSrv.URL)))
-	if err != nil {
-		t.Fatalf("config: %v", err)
-	}
+	rt := testkit.LoadRuntime(t, "/tmp/teltest/contractd.yaml", fmt.Sprintf(testConfig, o.includeContent, h.upURL))
 	h.rt = rt
 	var logw, auditw io.Writer = h.logs, h.audit
 	if o.discard {

@@ -65,13 +65,11 @@ func TestAuth(t *testing.T) {
 		}
 	}
 	// The upstream gets its own key, never the client's.
-	up.mu.Lock()
-	for _, a := range up.auth {
+	for _, a := range up.auths() {
 		if a != "Bearer "+upstreamKey {
 			t.Errorf("upstream saw Authorization %q", a)
 		}
 	}
-	up.mu.Unlock()
 	wantNoSecrets(t, e)
 }
 
@@ -188,7 +186,7 @@ func TestMaxConcurrency(t *testing.T) {
 		if ok.Load() != 8 {
 			t.Errorf("%d of 8 succeeded", ok.Load())
 		}
-		if p := up.peak.Load(); p > 2 {
+		if p := up.Peak(); p > 2 {
 			t.Errorf("peak upstream concurrency %d with max_concurrency 2: passthrough "+
 				"(proxy/passthrough.go) calls the upstream through Caller.Client.Transport and never takes the "+
 				"upstream's slot (proxy/limit.go is only used by Caller.Call)", p)
@@ -207,10 +205,10 @@ func TestMaxConcurrency(t *testing.T) {
 			go func() { defer wg.Done(); wantOK(t, e.post(context.Background(), askC)) }()
 		}
 		wg.Wait()
-		if p := up.peak.Load(); p > 2 {
+		if p := up.Peak(); p > 2 {
 			t.Errorf("peak upstream concurrency %d, want <= max_concurrency 2", p)
 		}
-		if p := up.peak.Load(); p < 2 {
+		if p := up.Peak(); p < 2 {
 			t.Logf("peak upstream concurrency %d (the cap was never reached)", p)
 		}
 	})
@@ -229,10 +227,14 @@ func TestMaxConcurrency(t *testing.T) {
 		for _, r := range res {
 			wantError(t, r, 504, "upstream_error", "upstream_timeout")
 		}
-		// The others waited for the slot (one may still get it in the
-		// moment between the first's deadline and its own).
-		if p := up.peak.Load(); p != 1 {
-			t.Errorf("peak upstream concurrency %d, want 1", p)
+		// The others waited for the slot. A queued request may still get it
+		// in the moment between the holder's deadline and its own; the fake
+		// then briefly counts two calls, because contractd frees the slot
+		// when its call is cancelled and the fake's handler notices that a
+		// little later. Without a cap all three would overlap. (The cap
+		// itself is asserted exactly above, where calls end normally.)
+		if p := up.Peak(); p > 2 {
+			t.Errorf("peak upstream concurrency %d with max_concurrency 1", p)
 		}
 		for _, r := range res {
 			if r.Elapsed > 2*time.Second {

@@ -32,6 +32,7 @@ import (
 
 	"github.com/contractd/contractd/audit"
 	"github.com/contractd/contractd/config"
+	"github.com/contractd/contractd/internal/testkit"
 	"github.com/contractd/contractd/proxy"
 )
 
@@ -93,83 +94,34 @@ func noLeaks(t *testing.T) {
 
 // --------------------------------------------------------------- upstream
 
-// upstream is a scripted fake OpenAI upstream. handle gets the 1-based hit
-// number. Hung handlers return when the caller gives up or on Close.
-type upstream struct {
-	srv      *httptest.Server
-	handle   func(w http.ResponseWriter, r *http.Request, n int)
-	quit     chan struct{}
-	hits     atomic.Int64
-	inflight atomic.Int64
-	peak     atomic.Int64
-	mu       sync.Mutex
-	auth     []string      // Authorization headers received
-	bodies   [][]byte      // bodies received
-	canceled chan struct{} // one send per request whose context ended early
-}
+// upstream is a scripted fake OpenAI upstream (testkit.Upstream: it
+// records every call, counts hits and peak concurrency). handle gets the
+// 1-based hit number. Hung handlers return when the caller gives up or on
+// Close.
+type upstream struct{ *testkit.Upstream }
 
 func newUpstream(t *testing.T, h func(w http.ResponseWriter, r *http.Request, n int)) *upstream {
 	t.Helper()
-	u := &upstream{handle: h, quit: make(chan struct{}), canceled: make(chan struct{}, 1024)}
-	u.srv = httptest.NewServer(http.HandlerFunc(u.serve))
-	t.Cleanup(u.Close)
-	return u
-}
-
-func (u *upstream) serve(w http.ResponseWriter, r *http.Request) {
-	n := int(u.hits.Add(1))
-	cur := u.inflight.Add(1)
-	defer u.inflight.Add(-1)
-	for {
-		p := u.peak.Load()
-		if cur <= p || u.peak.CompareAndSwap(p, cur) {
-			break
-		}
-	}
-	body, _ := io.ReadAll(r.Body)
-	u.mu.Lock()
-	u.auth = append(u.auth, r.Header.Get("Authorization"))
-	u.bodies = append(u.bodies, body)
-	u.mu.Unlock()
-	u.handle(w, r, n)
-}
-
-// URL is the base_url for the config.
-func (u *upstream) URL() string { return u.srv.URL + "/v1" }
-
-func (u *upstream) Hits() int { return int(u.hits.Load()) }
-
-func (u *upstream) Close() {
-	select {
-	case <-u.quit:
-	default:
-		close(u.quit)
-	}
-	u.srv.CloseClientConnections()
-	u.srv.Close()
+	return &upstream{testkit.NewUpstream(t, func(w http.ResponseWriter, r *http.Request, c *testkit.Call) { h(w, r, c.N) })}
 }
 
 // hang blocks until the caller gives up (noted for waitCanceled) or the
 // test ends.
-func (u *upstream) hang(r *http.Request) {
-	select {
-	case <-r.Context().Done():
-		u.canceled <- struct{}{}
-	case <-u.quit:
-	}
-}
+func (u *upstream) hang(r *http.Request) { u.Hang(r) }
 
 // waitCanceled waits for n upstream requests to see their context end.
 func (u *upstream) waitCanceled(t *testing.T, n int, within time.Duration) {
 	t.Helper()
-	deadline := time.After(within)
-	for i := 0; i < n; i++ {
-		select {
-		case <-u.canceled:
-		case <-deadline:
-			t.Fatalf("only %d of %d upstream requests were cancelled within %v", i, n, within)
-		}
+	u.WaitCanceled(t, n, within)
+}
+
+// auths are the Authorization headers the upstream received.
+func (u *upstream) auths() []string {
+	var out []string
+	for _, c := range u.Calls() {
+		out = append(out, c.Header.Get("Authorization"))
 	}
+	return out
 }
 
 // rawUpstream is a TCP listener that reads one request per connection and
@@ -261,20 +213,10 @@ const (
 )
 
 func completion(content string) []byte {
-	b, _ := json.Marshal(map[string]any{
-		"id": "chatcmpl-up", "object": "chat.completion", "created": 1700000000, "model": "up-model",
-		"choices": []any{map[string]any{"index": 0, "finish_reason": "stop",
-			"message": map[string]any{"role": "assistant", "content": content}}},
-		"usage": map[string]any{"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
-	})
-	return b
+	return testkit.Completion{ID: "chatcmpl-up", Model: "up-model", Content: content, PromptTokens: 10, CompletionTokens: 5}.JSON()
 }
 
-func reply(w http.ResponseWriter, status int, body []byte) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_, _ = w.Write(body)
-}
+func reply(w http.ResponseWriter, status int, body []byte) { testkit.Reply(w, status, body) }
 
 func okHandler(w http.ResponseWriter, r *http.Request, n int) { reply(w, 200, completion(validAnswer)) }
 
@@ -293,24 +235,14 @@ type opts struct {
 }
 
 func configYAML(upURL string, o opts) string {
-	or := func(v, d string) string {
-		if v == "" {
-			return d
-		}
-		return v
-	}
 	retries := o.MaxRetries
 	if retries == 0 {
 		retries = 2
 	} else if retries < 0 {
 		retries = 0
 	}
-	maxBody := o.MaxBody
-	if maxBody == 0 {
-		maxBody = 4096
-	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "server:\n  max_body_bytes: %d\n  request_timeout: %s\n", maxBody, or(o.RequestTimeout, "5s"))
+	fmt.Fprintf(&b, "server:\n  max_body_bytes: %d\n  request_timeout: %s\n", testkit.Or(o.MaxBody, 4096), testkit.Or(o.RequestTimeout, "5s"))
 	if o.Keys {
 		b.WriteString("  api_keys_env: FAULTS_CLIENT_KEYS\n")
 	}
@@ -325,7 +257,7 @@ upstreams:
     api_key_env: FAULTS_UPSTREAM_KEY
     timeout: %s
     max_retries: %d
-`, upURL, or(o.UpTimeout, "300ms"), retries)
+`, upURL, testkit.Or(o.UpTimeout, "300ms"), retries)
 	if o.MaxConcurrency > 0 {
 		fmt.Fprintf(&b, "    max_concurrency: %d\n", o.MaxConcurrency)
 	}
@@ -361,62 +293,21 @@ routes:
 
 func load(t testing.TB, upURL string, o opts) *config.Runtime {
 	t.Helper()
-	rt, err := config.LoadBytes("faults.yaml", []byte(configYAML(upURL, o)))
-	if err != nil {
-		t.Fatalf("config: %v\n%s", err, configYAML(upURL, o))
-	}
-	return rt
+	return testkit.LoadRuntime(t, "faults.yaml", configYAML(upURL, o))
 }
 
 // ----------------------------------------------------------------- server
 
 // syncBuffer collects log and audit output for the secrets checks.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+type syncBuffer struct{ testkit.SyncBuffer }
 
 // events are the audit lines written so far.
-func (s *syncBuffer) events() []audit.Event {
-	var evs []audit.Event
-	for _, l := range strings.Split(strings.TrimSpace(s.String()), "\n") {
-		if l == "" {
-			continue
-		}
-		var ev audit.Event
-		if json.Unmarshal([]byte(l), &ev) == nil {
-			evs = append(evs, ev)
-		}
-	}
-	return evs
-}
+func (s *syncBuffer) events() []audit.Event { return s.AuditEvents() }
 
 // waitEvents waits until n audit events were written.
 func (s *syncBuffer) waitEvents(t *testing.T, n int) []audit.Event {
 	t.Helper()
-	deadline := time.Now().Add(3 * time.Second)
-	for {
-		evs := s.events()
-		if len(evs) >= n || time.Now().After(deadline) {
-			if len(evs) < n {
-				t.Fatalf("%d audit events, want %d", len(evs), n)
-			}
-			return evs
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	return s.WaitAuditEvents(t, n)
 }
 
 type env struct {
@@ -522,14 +413,7 @@ func (e *env) post(ctx context.Context, body string, hdr ...string) *result {
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Authorization", "Bearer "+keyAlpha)
-	for _, kv := range hdr {
-		k, v, _ := strings.Cut(kv, ":")
-		if v = strings.TrimSpace(v); v == "" {
-			req.Header.Del(k)
-		} else {
-			req.Header.Set(k, v)
-		}
-	}
+	testkit.SetHeaders(req.Header, hdr...)
 	start := time.Now()
 	resp, err := e.client.Do(req)
 	if err != nil {

@@ -428,9 +428,9 @@ func TestClientDisconnect(t *testing.T) {
 				w.(http.Flusher).Flush()
 				select {
 				case <-r.Context().Done():
-					up.canceled <- struct{}{}
+					up.NoteCanceled()
 					return
-				case <-up.quit:
+				case <-up.Done():
 					return
 				case <-time.After(10 * time.Millisecond):
 				}

@@ -1,0 +1,11 @@
+// Package testkit is shared test support for contractd's test suites
+// (proxy, telemetry, test/faults, e2e): a recording fake OpenAI-compatible
+// upstream, chat completion body builders, an in-memory audit sink, a
+// goroutine-safe log buffer, a runtime-from-YAML loader and small request
+// helpers.
+//
+// It lives in non-_test files only so that other packages' tests can
+// import it. Only _test.go files may import it; TestOnlyTestsImport keeps
+// it that way. It must never import proxy or telemetry: proxy's own
+// (package proxy) tests import it, and that would be an import cycle.
+package testkit
