@@ -1,36 +1,19 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/contractd/contractd/internal/testkit"
 )
-
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 func TestRunServesAndStops(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
-	var logs syncBuf
+	var logs testkit.SyncBuffer
 	done := make(chan int, 1)
 	go func() {
 		done <- run(ctx, []string{"-addr", "127.0.0.1:0", "-config", "../../examples/demo/contractd.yaml", "-latency", "0"}, &logs)
@@ -61,12 +44,12 @@ func TestRunServesAndStops(t *testing.T) {
 
 func TestRunRejectsBadFlags(t *testing.T) {
 	for _, args := range [][]string{{"-failure-rate", "2"}, {"-weights", "nope=1"}, {"extra"}} {
-		var logs syncBuf
+		var logs testkit.SyncBuffer
 		if code := run(context.Background(), args, &logs); code != 2 {
 			t.Errorf("%v: exit %d, want 2", args, code)
 		}
 	}
-	var logs syncBuf
+	var logs testkit.SyncBuffer
 	if code := run(context.Background(), []string{"-config", "does-not-exist.yaml"}, &logs); code != 1 {
 		t.Errorf("missing config: exit %d, want 1", code)
 	}
