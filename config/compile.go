@@ -548,25 +548,9 @@ func (c *compiler) routes() {
 }
 
 func (c *compiler) contractRoute(path string, d RouteDef, r *Route, used map[string]bool) {
-	prompt, pok := c.rt.Prompts[d.Prompt]
-	switch {
-	case d.Prompt == "":
-		c.ps.add(join(path, "prompt"), "contract route %q needs a prompt (or passthrough: true)", d.Name)
-	case !pok:
-		if !c.definedButBroken("prompts", d.Prompt) {
-			c.ps.add(join(path, "prompt"), "unknown prompt %q", d.Prompt)
-		}
-	}
+	prompt, pok := reference(c, c.rt.Prompts, path, d.Name, "prompt", d.Prompt)
 	used[d.Prompt] = true
-	contract, cok := c.rt.Contracts[d.Contract]
-	switch {
-	case d.Contract == "":
-		c.ps.add(join(path, "contract"), "contract route %q needs a contract (or passthrough: true)", d.Name)
-	case !cok:
-		if !c.definedButBroken("contracts", d.Contract) {
-			c.ps.add(join(path, "contract"), "unknown contract %q", d.Contract)
-		}
-	}
+	contract, cok := reference(c, c.rt.Contracts, path, d.Name, "contract", d.Contract)
 	r.Contract = contract
 	if d.Temperature == nil {
 		c.ps.add(join(path, "temperature"), "temperature is required on contract routes")
@@ -631,6 +615,20 @@ func (c *compiler) contractRoute(path string, d RouteDef, r *Route, used map[str
 	}
 	r.Prompt = prompt.Bind(contract.Schema.JSON())
 	c.renderExample(path, r)
+}
+
+// reference resolves a contract route's prompt or contract by name,
+// reporting a missing or unknown one (a defined one that failed to compile
+// already has its own problem).
+func reference[T any](c *compiler, defined map[string]T, path, route, kind, name string) (T, bool) {
+	v, ok := defined[name]
+	switch {
+	case name == "":
+		c.ps.add(join(path, kind), "contract route %q needs a %s (or passthrough: true)", route, kind)
+	case !ok && !c.definedButBroken(kind+"s", name):
+		c.ps.add(join(path, kind), "unknown %s %q", kind, name)
+	}
+	return v, ok
 }
 
 // definedButBroken tells whether a name was defined but failed to compile
