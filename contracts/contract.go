@@ -21,7 +21,7 @@ type Result struct {
 	Valid      bool
 	JSON       []byte         // the accepted object's bytes (set when extraction succeeded)
 	Value      map[string]any // decoded object (set when extraction succeeded)
-	Violations []Violation    // sorted; empty when Valid
+	Violations []Violation    // sorted; always non-nil (empty when Valid)
 	Evidence   []Evidence     // for accepted snippets; always non-nil
 }
 
@@ -52,6 +52,9 @@ func (c *Contract) Check(content string, s *Subject) Result {
 		return strings.Compare(a.SHA256, b.SHA256)
 	})
 	res.Violations = SortViolations(vs)
+	if res.Violations == nil {
+		res.Violations = []Violation{} // a list in check output, audit and review, never null
+	}
 	res.Valid = len(res.Violations) == 0
 	return res
 }

@@ -199,3 +199,13 @@ func TestDecodeJSONRejectsDuplicateKeys(t *testing.T) {
 		t.Fatalf("got %v %v", v, err)
 	}
 }
+
+// Check's lists are never nil: callers serialise them as [] (check output,
+// audit attempts, review attempts) without patching.
+func TestCheckListsNeverNil(t *testing.T) {
+	k := &Contract{Name: "k", Schema: mustSchema(t, `{"type":"object"}`), Mode: ModeStrict}
+	res := k.Check(`{"a":1}`, nil)
+	if !res.Valid || res.Violations == nil || res.Evidence == nil {
+		t.Fatalf("valid result: violations %#v evidence %#v", res.Violations, res.Evidence)
+	}
+}

@@ -133,9 +133,6 @@ func (s *Server) attempts(ctx context.Context, r *http.Request, x *exchange, p *
 		subj.SystemPrompt = ab.System
 		res := judge(route.Contract, comp, &subj)
 		vdone(len(res.Violations))
-		if res.Violations == nil {
-			res.Violations = []contracts.Violation{} // a list in audit and review, never null
-		}
 		done(AttemptResult{Usage: usage, Finish: comp.Finish, Violations: res.Violations, UpstreamModel: comp.Resp.Model})
 
 		at := audit.Attempt{Attempt: n, Temperature: a.Temperature, Shortened: ab.Shortened, FinishReason: comp.Finish,

@@ -245,12 +245,7 @@ func truncate(s string, n int) string {
 	return s[:n] + "…"
 }
 
-func quoteForMessage(s string) string {
-	if len(s) > 100 {
-		s = s[:100] + "…"
-	}
-	return `"` + strings.ToValidUTF8(s, "?") + `"`
-}
+func quoteForMessage(s string) string { return `"` + truncate(s, 100) + `"` }
 
 func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, *APIError) {
 	tooLarge := &APIError{Status: http.StatusRequestEntityTooLarge, Type: typeInvalidRequest, Code: CodeRequestTooLarge,

@@ -219,9 +219,6 @@ func cmdCheck(args []string, stdout, stderr io.Writer) int {
 	}
 	res := k.Check(string(output), subj)
 	out := checkOutput{Valid: res.Valid, Violations: res.Violations, Evidence: res.Evidence}
-	if out.Violations == nil {
-		out.Violations = []contracts.Violation{}
-	}
 	enc := json.NewEncoder(stdout)
 	enc.SetEscapeHTML(false)
 	enc.SetIndent("", "  ")
