@@ -50,11 +50,12 @@ func (s *Server) passthrough(ctx context.Context, w http.ResponseWriter, r *http
 		}
 	}()
 	// The upstream timeout bounds the wait for response headers only: a
-	// healthy stream may run longer, bounded by request_timeout (ctx).
+	// healthy stream may run longer, bounded by request_timeout (ctx). The
+	// timer starts once a max_concurrency slot is held, as on contract
+	// routes: queueing counts against request_timeout, not the call.
 	pctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	headerTimer := time.AfterFunc(route.Upstream.Timeout, cancel)
-	defer headerTimer.Stop()
+	var headerTimer *time.Timer
 	rp := &httputil.ReverseProxy{
 		Transport:     s.Caller.Client.Transport,
 		FlushInterval: -1, // relay each SSE event at once
@@ -103,7 +104,7 @@ func (s *Server) passthrough(ctx context.Context, w http.ResponseWriter, r *http
 		},
 	}
 	// max_concurrency caps every call to the upstream, passthrough too.
-	release, err := s.Caller.sem.acquire(pctx, route.Upstream)
+	release, err := s.Caller.sem.acquire(ctx, route.Upstream)
 	if err != nil {
 		x.ev.Attempts = []audit.Attempt{{Attempt: 1, Violations: []contracts.Violation{}}}
 		x.fail(ctx, w, &APIError{Status: http.StatusGatewayTimeout, Type: typeUpstream, Code: CodeUpstreamTimeout,
@@ -111,6 +112,8 @@ func (s *Server) passthrough(ctx context.Context, w http.ResponseWriter, r *http
 		return
 	}
 	defer release()
+	headerTimer = time.AfterFunc(route.Upstream.Timeout, cancel)
+	defer headerTimer.Stop()
 	rp.ServeHTTP(w, r.WithContext(pctx))
 	// violations: [] as on contract attempts (the audit line has a list, not null).
 	x.ev.Attempts = []audit.Attempt{{Attempt: 1, UpstreamStatus: status, LatencyMS: ms(time.Since(start)), Violations: []contracts.Violation{}}}

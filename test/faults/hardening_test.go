@@ -158,6 +158,30 @@ func TestRateLimit(t *testing.T) {
 }
 
 func TestMaxConcurrency(t *testing.T) {
+	t.Run("passthrough queue wait does not count against the upstream timeout", func(t *testing.T) {
+		// Upstream timeout 300ms, each call 200ms, cap 1: the third request
+		// queues ~400ms for the slot. Queueing is bounded by request_timeout
+		// (5s), as on contract routes; the upstream timeout starts with the call.
+		noLeaks(t)
+		up := newUpstream(t, func(w http.ResponseWriter, r *http.Request, n int) {
+			time.Sleep(200 * time.Millisecond)
+			okHandler(w, r, n)
+		})
+		e := newEnv(t, up.URL(), opts{MaxConcurrency: 1}, nil)
+		var wg sync.WaitGroup
+		res := make([]*result, 3)
+		for i := range res {
+			wg.Add(1)
+			go func() { defer wg.Done(); res[i] = e.post(context.Background(), askP) }()
+		}
+		wg.Wait()
+		for _, r := range res {
+			wantOK(t, r)
+		}
+		if p := up.Peak(); p != 1 {
+			t.Errorf("peak upstream concurrency %d with max_concurrency 1", p)
+		}
+	})
 	t.Run("passthrough calls too", func(t *testing.T) {
 		// max_concurrency is "a cap on concurrent calls to this upstream"
 		// (docs/config.md); passthrough routes call the same upstream.
