@@ -58,6 +58,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/go-json-experiment/json/jsontext"
+	"github.com/kaptinlin/jsonschema"
 )
 
 // fastValidator is the compiled fast path of one schema.
@@ -84,13 +85,13 @@ func (f *fastValidator) valid(v any) (ok bool) {
 // when the schema uses anything the fast path does not mirror exactly.
 // compact is the schema document; unknownFormats the format names
 // CompileSchema registered as annotations.
-func compileFast(compact []byte, unknownFormats []string) *fastValidator {
-	f, _ := buildFast(compact, unknownFormats)
+func compileFast(compact []byte, unknownFormats []string, d fdialect) *fastValidator {
+	f, _ := buildFast(compact, unknownFormats, d)
 	return f
 }
 
 // buildFast is compileFast that also says why there is no fast path.
-func buildFast(compact []byte, unknownFormats []string) (*fastValidator, string) {
+func buildFast(compact []byte, unknownFormats []string, d fdialect) (*fastValidator, string) {
 	dec := json.NewDecoder(bytes.NewReader(compact))
 	dec.UseNumber()
 	var doc any
@@ -101,7 +102,7 @@ func buildFast(compact []byte, unknownFormats []string) (*fastValidator, string)
 	for _, f := range unknownFormats {
 		b.annotationFormats[f] = true
 	}
-	root := b.build(doc, nil, dialect2020)
+	root := b.build(doc, nil, d)
 	for _, n := range b.nodes {
 		if n.refStr != "" && n.poison == "" {
 			t, reason := b.resolveRef(n)
@@ -145,6 +146,20 @@ func dialectOf(uri string, inherited fdialect) fdialect {
 		return dialect4
 	}
 	return inherited
+}
+
+func (d fdialect) uri() jsonschema.Dialect {
+	switch d {
+	case dialect2019:
+		return jsonschema.Draft201909
+	case dialect7:
+		return jsonschema.Draft7
+	case dialect6:
+		return jsonschema.Draft6
+	case dialect4:
+		return jsonschema.Draft4
+	}
+	return jsonschema.Draft202012
 }
 
 func (d fdialect) refIgnoresSiblings() bool { return d == dialect7 || d == dialect6 || d == dialect4 }

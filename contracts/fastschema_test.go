@@ -74,7 +74,7 @@ func TestFastSchemaBenchAgreement(t *testing.T) {
 		}
 		compiled++
 		if s.fast == nil {
-			_, why := buildFast(s.compact, s.UnknownFormats)
+			_, why := buildFast(s.compact, s.UnknownFormats, s.dialect)
 			reasons[bucketReason(why)]++
 			continue
 		}
@@ -151,7 +151,7 @@ func TestFastSchemaExamples(t *testing.T) {
 			t.Fatalf("%s: %v", path, err)
 		}
 		if s.fast == nil {
-			_, why := buildFast(s.compact, s.UnknownFormats)
+			_, why := buildFast(s.compact, s.UnknownFormats, s.dialect)
 			t.Logf("%s: no fast path (%s)", path, why)
 			continue
 		}
@@ -264,7 +264,7 @@ func TestFastSchemaEdges(t *testing.T) {
 			t.Fatalf("%s: %v", sub, err)
 		}
 		if s.fast == nil {
-			_, why := buildFast(s.compact, s.UnknownFormats)
+			_, why := buildFast(s.compact, s.UnknownFormats, s.dialect)
 			t.Fatalf("%s: no fast path (%s)", sub, why)
 		}
 		for _, val := range edgeValues {
@@ -299,15 +299,33 @@ func TestFastSchemaEdges(t *testing.T) {
 		{`{"properties":{"v":{"oneOf":[{"enum":[1,2]},{"enum":[2.0,3]}]}}}`, `{"v":2}`, false},
 		{`{"properties":{"v":{"uniqueItems":true}}}`, `{"v":[1,1.0]}`, false},
 		{`{"properties":{"v":{"type":[]}}}`, `{"v":1}`, true},
-		{`{"properties":{"v":{"enum":[]}}}`, `{"v":1}`, true},
+		{`{"properties":{"v":{"enum":[]}}}`, `{"v":1}`, false}, // nothing is allowed (dialect.go)
 		{`{"properties":{"v":{"format":"int32"}}}`, `{"v":"x"}`, true}, // unknown format: annotation
 		// Drafts 4-7 ignore the siblings of $ref.
 		{`{"$schema":"http://json-schema.org/draft-07/schema#","definitions":{"a":{"type":"object"}},"$ref":"#/definitions/a","required":["x"]}`, `{}`, true},
 		{`{"definitions":{"a":{"type":"object"}},"$ref":"#/definitions/a","required":["x"]}`, `{}`, false},
 		// Keyword names are case-sensitive; unknown ones are dropped.
 		{`{"properties":{"v":{"Type":"string","MINLENGTH":3,"x-max":1}}}`, `{"v":1}`, true},
-		// "dependencies" is an extension in 2020-12 (ignored), applied before.
+		// "dependencies" is not a 2020-12 keyword (ignored), applied before.
 		{`{"dependencies":{"a":["b"]}}`, `{"a":1}`, true},
+		// Each subschema is judged by its declared draft (dialect.go):
+		// later keywords are ignored, draft-04 integers have no fraction.
+		{`{"$schema":"http://json-schema.org/draft-04/schema#","properties":{"v":{"type":"integer"}}}`, `{"v":12345.0}`, false},
+		{`{"$schema":"http://json-schema.org/draft-04/schema#","properties":{"v":{"type":"integer"}}}`, `{"v":1e2}`, false},
+		{`{"$schema":"http://json-schema.org/draft-04/schema#","properties":{"v":{"type":"integer"}}}`, `{"v":12345}`, true},
+		{`{"$schema":"http://json-schema.org/draft-04/schema#","properties":{"v":{"type":["integer","string"]}}}`, `{"v":1.0}`, false},
+		{`{"$schema":"http://json-schema.org/draft-04/schema#","properties":{"v":{"type":["integer","number"]}}}`, `{"v":1.0}`, true},
+		{`{"$schema":"http://json-schema.org/draft-04/schema#","properties":{"v":{"not":{"type":"integer"}}}}`, `{"v":1.0}`, true},
+		{`{"$schema":"http://json-schema.org/draft-06/schema#","properties":{"v":{"type":"integer"}}}`, `{"v":1.0}`, true},
+		{`{"$schema":"http://json-schema.org/draft-04/schema#","if":{"required":["a"]},"then":{"required":["b"]}}`, `{"a":1}`, true},
+		{`{"$schema":"http://json-schema.org/draft-07/schema#","if":{"required":["a"]},"then":{"required":["b"]}}`, `{"a":1}`, false},
+		{`{"$schema":"http://json-schema.org/draft-04/schema#","properties":{"v":{"const":1}}}`, `{"v":2}`, true},
+		{`{"$schema":"http://json-schema.org/draft-06/schema#","properties":{"v":{"const":1}}}`, `{"v":2}`, false},
+		{`{"$schema":"http://json-schema.org/draft-07/schema#","properties":{"v":{"prefixItems":[{"type":"string"}]}}}`, `{"v":[1]}`, true},
+		{`{"$schema":"http://json-schema.org/draft-07/schema#","properties":{"v":{"items":[{"type":"string"}]}}}`, `{"v":[1]}`, false},
+		{`{"$schema":"http://json-schema.org/draft-07/schema#","properties":{"v":{"minContains":2,"unevaluatedItems":false,"$defs":{"x":{"type":"string"}}}}}`, `{"v":[1]}`, true},
+		{`{"$schema":"http://json-schema.org/draft-04/schema#","properties":{"v":{"$schema":"http://json-schema.org/draft-07/schema#","if":{"const":1},"then":false}}}`, `{"v":1}`, false},
+		{`{"$schema":"http://json-schema.org/draft-04/schema#","properties":{"v":{"$schema":"http://json-schema.org/draft-06/schema#","const":1}}}`, `{"v":2}`, false},
 		// Draft-04 boolean exclusiveMinimum.
 		{`{"$schema":"http://json-schema.org/draft-04/schema#","properties":{"v":{"minimum":1,"exclusiveMinimum":true}}}`, `{"v":1}`, false},
 		{`{"$schema":"http://json-schema.org/draft-04/schema#","properties":{"v":{"minimum":1,"exclusiveMinimum":false}}}`, `{"v":1}`, true},
@@ -329,7 +347,7 @@ func TestFastSchemaEdges(t *testing.T) {
 			t.Fatalf("%s: %v", p.schema, err)
 		}
 		if s.fast == nil {
-			_, why := buildFast(s.compact, s.UnknownFormats)
+			_, why := buildFast(s.compact, s.UnknownFormats, s.dialect)
 			t.Fatalf("%s: no fast path (%s)", p.schema, why)
 		}
 		v, err := DecodeJSON([]byte(p.inst))
@@ -571,7 +589,7 @@ var compiledFuzzSchemas = sync.OnceValues(func() ([]*Schema, error) {
 			return nil, fmt.Errorf("fuzz schema %d: %w", i, err)
 		}
 		if s.fast == nil {
-			_, why := buildFast(s.compact, s.UnknownFormats)
+			_, why := buildFast(s.compact, s.UnknownFormats, s.dialect)
 			return nil, fmt.Errorf("fuzz schema %d: no fast path (%s)", i, why)
 		}
 		out[i] = s

@@ -18,6 +18,9 @@ var formatOverrides = map[string]func(any) bool{
 	"iri":           func(v any) bool { return uriChars(v, true) && jsonschema.IsURI(v) },
 	"uri-reference": func(v any) bool { return uriChars(v, false) && jsonschema.IsURIReference(v) },
 	"iri-reference": func(v any) bool { return uriChars(v, true) && jsonschema.IsURIReference(v) },
+	// Sentinels of dialect.go: checks the validator lacks.
+	fmtDraft4Integer: draft4Integer,
+	fmtEmptyEnum:     func(any) bool { return false },
 }
 
 // formatChecker is the checker for a format name, overrides first.

@@ -20,15 +20,22 @@ import (
 type Schema struct {
 	s       *jsonschema.Schema
 	raw     map[string]any // the decoded schema document
+	norm    map[string]any // the document the validator compiled (dialect.go)
 	compact []byte         // compact JSON, keys in file order, no HTML escaping
+	libDoc  []byte         // norm as JSON (compact itself when nothing changed)
 	// UnknownFormats lists format names (and "contentMediaType X" /
 	// "contentEncoding X") the validator does not know. They are annotations
 	// only (asserting them would reject every value, e.g. OpenAPI's int32);
 	// config validation warns about them.
 	UnknownFormats []string
+	// DialectWarnings name keywords the declared draft does not have
+	// ("at #/pointer: message"); config validation warns about them.
+	DialectWarnings []string
 	// fast is the fast-path validator (fastschema.go); nil when the schema
 	// uses anything it does not mirror, and then the library alone judges.
 	fast *fastValidator
+	// dialect is the draft of a schema that declares none.
+	dialect fdialect
 }
 
 // ErrRemoteRef is wrapped by CompileSchema when a $ref would need a fetch.
@@ -37,6 +44,18 @@ var ErrRemoteRef = errors.New("schema references a remote or unresolved $ref")
 // CompileSchema compiles a JSON Schema (draft 2020-12 unless its $schema
 // names an older draft) with format assertion on.
 func CompileSchema(doc []byte) (*Schema, error) {
+	return compileSchema(doc, compileOptions{})
+}
+
+// compileOptions are for tests: the official test suite's schemas declare
+// no $schema (their directory names the draft) and refer to documents it
+// ships beside them.
+type compileOptions struct {
+	dialect fdialect                                // when a schema declares none
+	loader  func(url string) (io.ReadCloser, error) // for http URLs; nil: refused
+}
+
+func compileSchema(doc []byte, opts compileOptions) (*Schema, error) {
 	compact, err := compactJSON(doc)
 	if err != nil {
 		return nil, fmt.Errorf("schema is not valid JSON: %w", err)
@@ -50,6 +69,15 @@ func CompileSchema(doc []byte) (*Schema, error) {
 	default:
 		return nil, errors.New("schema must be a JSON object or boolean")
 	}
+	// The validator and the fast path compile the document as the drafts
+	// it declares read it (dialect.go).
+	libDoc, norm, err := normalizeSchemaBytes(compact, opts.dialect)
+	if err != nil {
+		return nil, fmt.Errorf("schema is not valid JSON: %w", err)
+	}
+	if norm.refused != nil {
+		return nil, fmt.Errorf("schema does not compile: %w", norm.refused)
+	}
 	c := jsonschema.NewCompiler()
 	c.SetAssertFormat(true)
 	// The library fetches remote $refs through these loaders; a contract must
@@ -59,28 +87,32 @@ func CompileSchema(doc []byte) (*Schema, error) {
 	}
 	c.Loaders["http"] = refuseLoader
 	c.Loaders["https"] = refuseLoader
+	if opts.loader != nil {
+		c.Loaders["http"] = opts.loader
+	}
+	c.SetDefaultDialect(opts.dialect.uri())
 	// Unknown formats, media types and encodings would fail every value
 	// when asserted; draft 2020-12 treats them as annotations.
-	unknown := unknownFormats(raw)
+	unknown := unknownFormats(norm.doc)
 	for _, f := range unknown {
 		c.RegisterFormat(f, func(any) bool { return true })
 	}
 	for name, check := range formatOverrides {
 		c.RegisterFormat(name, check)
 	}
-	for _, mt := range collectStrings(raw, "contentMediaType") {
+	for _, mt := range collectStrings(norm.doc, "contentMediaType") {
 		if _, ok := c.MediaTypes[mt]; !ok {
 			c.RegisterMediaType(mt, func(b []byte) (any, error) { return string(b), nil })
 			unknown = append(unknown, "contentMediaType "+mt)
 		}
 	}
-	for _, enc := range collectStrings(raw, "contentEncoding") {
+	for _, enc := range collectStrings(norm.doc, "contentEncoding") {
 		if _, ok := c.Decoders[enc]; !ok {
 			c.RegisterDecoder(enc, func(s string) ([]byte, error) { return []byte(s), nil })
 			unknown = append(unknown, "contentEncoding "+enc)
 		}
 	}
-	s, err := compileNoPanic(c, compact)
+	s, err := compileNoPanic(c, libDoc)
 	if err != nil {
 		return nil, fmt.Errorf("schema does not compile: %w", err)
 	}
@@ -89,9 +121,29 @@ func CompileSchema(doc []byte) (*Schema, error) {
 		return nil, fmt.Errorf("%w: %s", ErrRemoteRef, strings.Join(slices.Compact(refs), ", "))
 	}
 	m, _ := raw.(map[string]any)
-	// Fast path (fastschema.go): built from the same document.
-	fast := compileFast(compact, unknown)
-	return &Schema{s: s, raw: m, compact: compact, UnknownFormats: unknown, fast: fast}, nil
+	nm, _ := norm.doc.(map[string]any)
+	return &Schema{s: s, raw: m, norm: nm, compact: compact, libDoc: libDoc,
+		UnknownFormats: unknown, DialectWarnings: norm.warnings,
+		// Fast path (fastschema.go): built from the same document.
+		fast: compileFast(libDoc, unknown, opts.dialect), dialect: opts.dialect}, nil
+}
+
+// normalizeSchemaBytes decodes a compact schema document (numbers as
+// written) and rewrites it for its declared drafts. The bytes are compact
+// itself when nothing changed.
+func normalizeSchemaBytes(compact []byte, d fdialect) ([]byte, dialectResult, error) {
+	dec := json.NewDecoder(bytes.NewReader(compact))
+	dec.UseNumber()
+	var doc any
+	if err := dec.Decode(&doc); err != nil {
+		return nil, dialectResult{}, err
+	}
+	norm := normalizeDialects(doc, d)
+	if !norm.changed {
+		return compact, norm, nil
+	}
+	b, err := encodeSchemaDoc(norm.doc)
+	return b, norm, err
 }
 
 // unknownFormats lists "format" names in the document that the validator
@@ -99,7 +151,7 @@ func CompileSchema(doc []byte) (*Schema, error) {
 func unknownFormats(doc any) []string {
 	var out []string
 	for _, f := range collectStrings(doc, "format") {
-		if _, known := jsonschema.Formats[f]; !known {
+		if _, known := formatChecker(f); !known {
 			out = append(out, f)
 		}
 	}
@@ -238,6 +290,14 @@ func (s *Schema) collect(r *jsonschema.EvaluationResult, parentKW, loc string, i
 				*out = append(*out, Violation{Kind: KindSchema, Path: loc, Rule: "required",
 					Message: fmt.Sprintf("required property %q is missing", name)})
 			}
+		case kw == "format" && strings.HasPrefix(fmt.Sprint(e.Params["format"]), sentinelPrefix):
+			// A dialect check (dialect.go), reported under the keyword the
+			// user wrote.
+			rule, msg := "type", msgDraft4Integer
+			if e.Params["format"] == fmtEmptyEnum {
+				rule, msg = "enum", msgEmptyEnum
+			}
+			*out = append(*out, Violation{Kind: KindSchema, Path: loc, Rule: rule, Message: msg})
 		case kw == "minContains" && !s.hasKeyword(r.SchemaLocation, "minContains"):
 			// The library reports a plain `contains` failure as minContains
 			// (its default of 1); name the keyword the user wrote.
@@ -321,7 +381,7 @@ func safeMessage(e *jsonschema.EvaluationError) string {
 // hasKeyword reports whether the schema at a result's schemaLocation
 // ("#/json/pointer") has kw. Unresolvable locations count as absent.
 func (s *Schema) hasKeyword(schemaLoc, kw string) bool {
-	var v any = s.raw
+	var v any = s.norm
 	ptr := strings.TrimPrefix(schemaLoc, "#")
 	if ptr != "" {
 		for _, tok := range strings.Split(strings.TrimPrefix(ptr, "/"), "/") {
