@@ -257,6 +257,8 @@ func (c *compiler) prompts() {
 			}
 			if err != nil {
 				c.ps.add(join(path, "input_schema"), "%v", err)
+			} else {
+				c.dialectWarnings(join(path, "input_schema"), p.InputSchema)
 			}
 		}
 		if d.ExampleInput.Kind != 0 {
@@ -345,9 +347,18 @@ func (c *compiler) contracts() {
 		if len(s.UnknownFormats) > 0 {
 			c.ps.warn(schemaPath, "unknown format(s) %s are annotations only, not checked", strings.Join(s.UnknownFormats, ", "))
 		}
+		c.dialectWarnings(schemaPath, s)
 		k.Policies = c.policies(join(path, "policies"), d.Policies, sdoc)
 		k.SHA256 = contractSHA(s.JSON(), d)
 		c.rt.Contracts[d.Name] = k
+	}
+}
+
+// dialectWarnings reports keywords a schema's declared draft does not
+// have (ignored, or read under an older spelling).
+func (c *compiler) dialectWarnings(path string, s *contracts.Schema) {
+	for _, w := range s.DialectWarnings {
+		c.ps.warn(path, "%s", w)
 	}
 }
 

@@ -42,15 +42,17 @@ const (
 	keywordIntroduced = "introduced"
 )
 
-// draft4Integer reports whether a number is an integer as draft-04 reads
-// JSON: written without a fraction or exponent. Other values pass (the
-// "type" keyword beside the sentinel judges them).
+// draft4Integer fails a number whose value is an integer but whose JSON
+// text has a fraction or exponent: not an integer to draft-04. Other
+// values pass (the "type" keyword beside the sentinel judges them, so a
+// 1.5 fails once).
 func draft4Integer(v any) bool {
 	n, ok := v.(json.Number)
-	if !ok {
+	if !ok || !strings.ContainsAny(string(n), ".eE") {
 		return true
 	}
-	return !strings.ContainsAny(string(n), ".eE")
+	f := parseNum(string(n))
+	return f.unknown || !f.isInt()
 }
 
 func (d fdialect) name() string {

@@ -303,7 +303,7 @@ func (s *Schema) collect(r *jsonschema.EvaluationResult, parentKW, loc string, i
 			// (its default of 1); name the keyword the user wrote.
 			*out = append(*out, Violation{Kind: KindSchema, Path: loc, Rule: "contains", Message: "no item matches the contains schema"})
 		default:
-			*out = append(*out, Violation{Kind: KindSchema, Path: loc, Rule: kw, Message: safeMessage(e)})
+			*out = append(*out, Violation{Kind: KindSchema, Path: loc, Rule: s.userKeyword(r.SchemaLocation, kw), Message: safeMessage(e)})
 		}
 	}
 	for _, d := range r.Details {
@@ -312,7 +312,9 @@ func (s *Schema) collect(r *jsonschema.EvaluationResult, parentKW, loc string, i
 			continue
 		}
 		dloc, dinst := loc, inst
-		if rel := d.InstanceLocation; rel != "" && rel != "/" {
+		// dependentSchemas applies to the object itself, though the
+		// library locates its result at the trigger member.
+		if rel := d.InstanceLocation; rel != "" && rel != "/" && seg != "dependentSchemas" {
 			tok := rel[1:] // one member or index below this result
 			child, ok := member(inst, tok)
 			if !ok {
@@ -322,7 +324,7 @@ func (s *Schema) collect(r *jsonschema.EvaluationResult, parentKW, loc string, i
 			}
 			dloc, dinst = loc+"/"+EscapePointerToken(tok), child
 		}
-		s.collect(d, seg, dloc, dinst, out)
+		s.collect(d, s.userKeyword(r.SchemaLocation, seg), dloc, dinst, out)
 	}
 	if summarised && len(*out) == before {
 		// An applicator failed but no child said why (library shape we did
@@ -381,23 +383,57 @@ func safeMessage(e *jsonschema.EvaluationError) string {
 // hasKeyword reports whether the schema at a result's schemaLocation
 // ("#/json/pointer") has kw. Unresolvable locations count as absent.
 func (s *Schema) hasKeyword(schemaLoc, kw string) bool {
+	_, has := s.schemaAt(schemaLoc)[kw]
+	return has
+}
+
+// schemaAt is the (rewritten) schema object at a result's schemaLocation,
+// nil when it cannot be found.
+func (s *Schema) schemaAt(schemaLoc string) map[string]any {
 	var v any = s.norm
 	ptr := strings.TrimPrefix(schemaLoc, "#")
 	if ptr != "" {
 		for _, tok := range strings.Split(strings.TrimPrefix(ptr, "/"), "/") {
 			c, ok := member(v, UnescapePointerToken(tok))
 			if !ok {
-				return false
+				return nil
 			}
 			v = c
 		}
 	}
-	m, ok := v.(map[string]any)
-	if !ok {
-		return false
+	m, _ := v.(map[string]any)
+	return m
+}
+
+// userKeyword names a keyword the library reports as the user wrote it:
+// the library reads older spellings as their 2020-12 successors
+// ("dependencies" as dependentRequired/dependentSchemas, array "items" as
+// prefixItems and "additionalItems" as items).
+func (s *Schema) userKeyword(schemaLoc, kw string) string {
+	switch kw {
+	case "dependentRequired", "dependentSchemas", "items", "prefixItems":
+	default:
+		return kw
 	}
-	_, has := m[kw]
-	return has
+	m := s.schemaAt(schemaLoc)
+	if m == nil {
+		return kw
+	}
+	if _, has := m[kw]; has && kw != "items" {
+		return kw
+	}
+	_, tuple := m["items"].([]any)
+	switch {
+	case kw == "prefixItems" && tuple:
+		return "items"
+	case kw == "items" && tuple:
+		return "additionalItems"
+	case kw == "dependentRequired" || kw == "dependentSchemas":
+		if _, has := m["dependencies"]; has {
+			return "dependencies"
+		}
+	}
+	return kw
 }
 
 func firstSegment(p string) string {

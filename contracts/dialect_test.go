@@ -1,0 +1,145 @@
+package contracts
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+)
+
+const d4 = `"$schema":"http://json-schema.org/draft-04/schema#",`
+
+// TestDialectViolations: the dialect checks report the keyword the user
+// wrote, at a pointer into the output, on both paths.
+func TestDialectViolations(t *testing.T) {
+	tests := []struct {
+		name, schema, instance string
+		want                   []string
+		msg                    string
+	}{
+		{"draft-04 integer with a fraction", `{` + d4 + `"type":"object","properties":{"userId":{"type":"integer"}}}`,
+			`{"userId":12345.0}`, []string{"/userId type"}, msgDraft4Integer},
+		{"draft-04 integer with an exponent, in an array", `{` + d4 + `"type":"object","properties":{"l":{"type":"array","items":{"type":["integer","null"]}}}}`,
+			`{"l":[1,null,2E0]}`, []string{"/l/2 type"}, msgDraft4Integer},
+		{"draft-04 non-integer fails type once", `{` + d4 + `"type":"object","properties":{"n":{"type":"integer"}}}`,
+			`{"n":1.5}`, []string{"/n type"}, ""},
+		{"draft-04 integer beside other checks", `{` + d4 + `"type":"object","properties":{"n":{"type":"integer","format":"int32","maximum":3,"allOf":[{"minimum":0}]}}}`,
+			`{"n":2.0}`, []string{"/n type"}, msgDraft4Integer},
+		{"draft-2020-12 integer with a zero fraction", `{"type":"object","properties":{"n":{"type":"integer"}}}`,
+			`{"n":12345.0}`, []string{}, ""},
+		{"empty enum", `{"type":"object","properties":{"e":{"enum":[]}}}`,
+			`{"e":"x"}`, []string{"/e enum"}, msgEmptyEnum},
+		{"draft-04 ignores if/then/else", `{` + d4 + `"type":"object","if":{"required":["a"]},"then":{"required":["b"]},"else":false}`,
+			`{"a":1}`, []string{}, ""},
+		{"draft-06 ignores if but applies const", `{"$schema":"http://json-schema.org/draft-06/schema#","type":"object","if":true,"else":false,"properties":{"k":{"const":"A"}}}`,
+			`{"k":"B"}`, []string{"/k const"}, ""},
+		{"draft-07 siblings of $ref are ignored", `{"$schema":"http://json-schema.org/draft-07/schema#","definitions":{"o":{"type":"object"}},"$ref":"#/definitions/o","required":["x"]}`,
+			`{}`, []string{}, ""},
+		{"draft 2019-09 siblings of $ref apply", `{"$schema":"https://json-schema.org/draft/2019-09/schema","$defs":{"o":{"type":"object"}},"$ref":"#/$defs/o","required":["x"]}`,
+			`{}`, []string{" required"}, ""},
+		{"draft-04 boolean exclusiveMaximum", `{` + d4 + `"type":"object","properties":{"n":{"maximum":3,"exclusiveMaximum":true}}}`,
+			`{"n":3}`, []string{"/n exclusiveMaximum"}, ""},
+		{"draft-07 dependencies", `{"$schema":"http://json-schema.org/draft-07/schema#","type":"object","dependencies":{"a":["b"],"c":{"required":["d"]}}}`,
+			`{"a":1,"c":2}`, []string{" dependencies", " required"}, ""},
+		{"draft-07 array items and additionalItems", `{"$schema":"http://json-schema.org/draft-07/schema#","type":"object","properties":{"t":{"items":[{"type":"string"}],"additionalItems":false}}}`,
+			`{"t":["a",1]}`, []string{"/t/1 additionalItems"}, ""},
+		{"draft-07 ignores prefixItems and unevaluatedProperties", `{"$schema":"http://json-schema.org/draft-07/schema#","type":"object","properties":{"t":{"prefixItems":[{"type":"string"}]}},"unevaluatedProperties":false}`,
+			`{"t":[1],"x":1}`, []string{}, ""},
+		{"subschema declares its own draft", `{` + d4 + `"type":"object","properties":{"a":{"$schema":"http://json-schema.org/draft-07/schema#","if":{"type":"string"},"then":{"minLength":2}},"b":{"if":{"type":"string"},"then":{"minLength":2}}}}`,
+			`{"a":"x","b":"x"}`, []string{"/a minLength"}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := mustSchema(t, tt.schema)
+			v := mustValue(t, tt.instance)
+			vs := s.Validate(v)
+			if got := rules(vs); !reflect.DeepEqual(got, tt.want) {
+				t.Fatalf("got %q, want %q", got, tt.want)
+			}
+			if got := rules(s.validateLibrary(v)); !reflect.DeepEqual(got, tt.want) {
+				t.Fatalf("library path: got %q, want %q", got, tt.want)
+			}
+			if s.fast != nil && s.fast.valid(v) != (len(tt.want) == 0) {
+				t.Fatalf("fast path says valid=%v", s.fast.valid(v))
+			}
+			if tt.msg != "" && (len(vs) != 1 || vs[0].Message != tt.msg) {
+				t.Fatalf("message: got %v, want %q", vs, tt.msg)
+			}
+		})
+	}
+}
+
+// TestDialectKeepsFastPath: dropped keywords no longer block the fast path,
+// and the sentinels are modelled by it.
+func TestDialectKeepsFastPath(t *testing.T) {
+	for _, doc := range []string{
+		`{` + d4 + `"type":"object","properties":{"n":{"type":"integer"}},"if":{"propertyNames":{"maxLength":1}},"unevaluatedProperties":false}`,
+		`{"type":"object","properties":{"e":{"enum":[]}}}`,
+	} {
+		s := mustSchema(t, doc)
+		if s.fast == nil {
+			_, why := buildFast(s.libDoc, s.UnknownFormats, s.dialect)
+			t.Errorf("%s: no fast path (%s)", doc, why)
+		}
+	}
+}
+
+// TestDialectWarnings: contractd validate names each keyword the declared
+// draft ignores.
+func TestDialectWarnings(t *testing.T) {
+	tests := []struct {
+		schema string
+		want   []string
+	}{
+		{`{` + d4 + `"type":"object","if":{"required":["a"]},"then":{},"properties":{"a":{"const":1,"$id":"x"}}}`, []string{
+			"at #/properties/a: $id is ignored: it is not a draft-04 keyword (introduced in draft-06)",
+			"at #/properties/a: const is ignored: it is not a draft-04 keyword (introduced in draft-06)",
+			"at #: if is ignored: it is not a draft-04 keyword (introduced in draft-07)",
+			"at #: then is ignored: it is not a draft-04 keyword (introduced in draft-07)",
+		}},
+		{`{"type":"object","dependencies":{"a":["b"]},"definitions":{"x":{"id":"y"}},"items":[true],"additionalItems":false}`, []string{
+			"at #/definitions/x: id is ignored: it is not a draft 2020-12 keyword (last defined in draft-04)",
+			"at #: additionalItems is not a draft 2020-12 keyword (last defined in draft 2019-09); read with an array-form items",
+			"at #: definitions is not a draft 2020-12 keyword (last defined in draft-07); read as $defs",
+			"at #: dependencies is ignored: it is not a draft 2020-12 keyword (last defined in draft 2019-09)",
+		}},
+		{`{"$schema":"http://json-schema.org/draft-07/schema#","$ref":"#/definitions/a","definitions":{"a":{}},"required":["x"],"title":"t"}`, []string{
+			"at #: required is ignored: draft-07 ignores the siblings of $ref",
+		}},
+		{`{"$schema":"http://json-schema.org/schema#","type":"object"}`, []string{
+			`at #: $schema "http://json-schema.org/schema#" is not a draft contractd knows (draft-04, -06, -07, 2019-09, 2020-12); judged as draft 2020-12`,
+		}},
+		{`{"$schema":"http://json-schema.org/draft-07/schema#","type":"object","properties":{"a":{"if":true}}}`, nil},
+	}
+	for _, tt := range tests {
+		s := mustSchema(t, tt.schema)
+		if !reflect.DeepEqual(s.DialectWarnings, tt.want) {
+			t.Errorf("%s:\n got %q\nwant %q", tt.schema, s.DialectWarnings, tt.want)
+		}
+	}
+}
+
+// The document printed by {{ schema }} is the user's, not the rewrite.
+func TestDialectKeepsUserDocument(t *testing.T) {
+	doc := `{` + d4 + `"type":"object","properties":{"n":{"type":"integer"}},"if":{}}`
+	s := mustSchema(t, doc)
+	if string(s.JSON()) != doc {
+		t.Fatalf("JSON() = %s", s.JSON())
+	}
+	if _, ok := s.Doc()["if"]; !ok {
+		t.Fatal("Doc() lost a keyword")
+	}
+	if strings.Contains(string(s.JSON()), sentinelPrefix) {
+		t.Fatal("sentinel leaked into the user's document")
+	}
+}
+
+// A $dynamicRef the validator's dynamic scope would resolve wrongly is
+// refused rather than judged wrongly (a false accept otherwise).
+func TestDialectRefusesSkippedDynamicScope(t *testing.T) {
+	doc := `{"$id":"https://example.com/base","$ref":"first#/$defs/stuff","$defs":{
+	 "first":{"$id":"first","$defs":{"stuff":{"$ref":"second#/$defs/stuff"}}},
+	 "second":{"$id":"second","$defs":{"stuff":{"$dynamicRef":"#length"},"length":{"$dynamicAnchor":"length","maxLength":2}}}}}`
+	if _, err := CompileSchema([]byte(doc)); err == nil || !strings.Contains(err.Error(), "$dynamicRef") {
+		t.Fatalf("got %v, want a refusal naming $dynamicRef", err)
+	}
+}
