@@ -299,7 +299,7 @@ func TestFastSchemaEdges(t *testing.T) {
 		{`{"properties":{"v":{"oneOf":[{"enum":[1,2]},{"enum":[2.0,3]}]}}}`, `{"v":2}`, false},
 		{`{"properties":{"v":{"uniqueItems":true}}}`, `{"v":[1,1.0]}`, false},
 		{`{"properties":{"v":{"type":[]}}}`, `{"v":1}`, true},
-		{`{"properties":{"v":{"enum":[]}}}`, `{"v":1}`, false}, // nothing is allowed (dialect.go)
+		{`{"properties":{"v":{"enum":[]}}}`, `{"v":1}`, false},         // nothing is allowed (dialect.go)
 		{`{"properties":{"v":{"format":"int32"}}}`, `{"v":"x"}`, true}, // unknown format: annotation
 		// Drafts 4-7 ignore the siblings of $ref.
 		{`{"$schema":"http://json-schema.org/draft-07/schema#","definitions":{"a":{"type":"object"}},"$ref":"#/definitions/a","required":["x"]}`, `{}`, true},

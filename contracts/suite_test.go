@@ -118,6 +118,7 @@ func suiteSkips(t testing.TB) map[string]string {
 
 type suiteTally struct {
 	total, pass, skipped int
+	byDesign             int // listed as deliberate differences
 	falseAccept          int
 	fastCompared         int
 }
@@ -201,9 +202,13 @@ func TestJSONSchemaTestSuite(t *testing.T) {
 						}
 						continue
 					}
-					if _, listed := skips[key]; listed {
+					if why, listed := skips[key]; listed {
 						used[key] = true
-						tally.skipped++
+						if strings.HasPrefix(why, "by design:") {
+							tally.byDesign++
+						} else {
+							tally.skipped++
+						}
 						if strings.Contains(fail, "fast path") {
 							t.Errorf("%s: %s (the paths must never disagree; not skippable)", key, fail)
 						}
@@ -217,15 +222,15 @@ func TestJSONSchemaTestSuite(t *testing.T) {
 			name string
 			t    suiteTally
 		}{{"required", req}, {"optional", opt}} {
-			t.Logf("%-13s %-8s %4d/%4d pass (%.2f%%), %d listed, false accepts %d, fast path compared on %d",
+			t.Logf("%-13s %-8s %4d/%4d pass (%.2f%%), listed: %d known (%.2f%%) + %d by design, false accepts %d, fast path compared on %d",
 				draft.dir, x.name, x.t.pass, x.t.total, 100*float64(x.t.pass)/float64(max(x.t.total, 1)),
-				x.t.skipped, x.t.falseAccept, x.t.fastCompared)
+				x.t.skipped, 100*float64(x.t.skipped)/float64(max(x.t.total, 1)), x.t.byDesign, x.t.falseAccept, x.t.fastCompared)
 		}
 		if req.falseAccept > 0 {
 			t.Errorf("%s: %d false accepts outside the optional tests (must be 0, listed or not)", draft.dir, req.falseAccept)
 		}
 		if req.skipped*100 >= req.total {
-			t.Errorf("%s: %d of %d required tests on the skip list (limit: under 1%%)", draft.dir, req.skipped, req.total)
+			t.Errorf("%s: %d of %d required tests on the skip list as known failures (limit: under 1%%)", draft.dir, req.skipped, req.total)
 		}
 	}
 	var stale []string
