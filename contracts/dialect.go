@@ -25,8 +25,10 @@ package contracts
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"path"
+	"regexp"
 	"slices"
 	"strings"
 )
@@ -181,6 +183,11 @@ func normalizeDialects(doc any, d fdialect) dialectResult {
 			}
 		}
 	}
+	if len(n.badPatterns) > 0 {
+		slices.Sort(n.badPatterns)
+		res.refused = errors.New(strings.Join(slices.Compact(n.badPatterns), "; "))
+		return res
+	}
 	if n.dynamicRef && len(skipped) > 0 {
 		slices.Sort(skipped)
 		res.refused = fmt.Errorf("a $dynamicRef with a $ref into the middle of a resource that declares a $dynamicAnchor (%s) is not supported: "+
@@ -200,6 +207,7 @@ type normalizer struct {
 	midResources []string // $refs of the form uri#/pointer
 	anchors      int      // $dynamicAnchors seen so far
 	anchoredIDs  []string // $ids of subschemas holding a $dynamicAnchor
+	badPatterns  []string // patterns Go's RE2 cannot compile, explained
 }
 
 func (n *normalizer) warn(ptr, format string, args ...any) {
@@ -266,6 +274,14 @@ func (n *normalizer) schema(v any, ptr string, inherited fdialect) any {
 		}
 		out[k] = n.container(val, ptr+"/"+EscapePointerToken(k), d, k)
 	}
+	if p, ok := out["pattern"].(string); ok {
+		n.checkPattern(p, ptr+"/pattern")
+	}
+	if pp, ok := out["patternProperties"].(map[string]any); ok {
+		for p := range pp {
+			n.checkPattern(p, ptr+"/patternProperties")
+		}
+	}
 	// The checks the validator lacks, where they apply ($ref siblings are
 	// not evaluated in drafts 4-7).
 	if !(hasRef && d.refIgnoresSiblings()) {
@@ -284,6 +300,37 @@ func (n *normalizer) schema(v any, ptr string, inherited fdialect) any {
 		}
 	}
 	return out
+}
+
+// ecmaOnly are ECMA-262 regex constructs Go's RE2 does not have: the ones
+// that need backtracking, and the \c control escape.
+var ecmaOnly = []struct {
+	re   *regexp.Regexp
+	name string
+}{
+	{regexp.MustCompile(`\(\?=`), "a lookahead (?=...)"},
+	{regexp.MustCompile(`\(\?!`), "a negative lookahead (?!...)"},
+	{regexp.MustCompile(`\(\?<=`), "a lookbehind (?<=...)"},
+	{regexp.MustCompile(`\(\?<!`), "a negative lookbehind (?<!...)"},
+	{regexp.MustCompile(`\\[1-9]|\\k<`), "a backreference (\\1, \\k<name>)"},
+	{regexp.MustCompile(`\\c[A-Za-z]`), "a control escape (\\cX)"},
+}
+
+// checkPattern records a pattern Go's RE2 engine cannot compile, naming
+// the ECMA-262 construct when it is one RE2 lacks by design.
+func (n *normalizer) checkPattern(p, ptr string) {
+	_, err := regexp.Compile(p)
+	if err == nil {
+		return
+	}
+	for _, c := range ecmaOnly {
+		if c.re.MatchString(p) {
+			n.badPatterns = append(n.badPatterns, fmt.Sprintf("pattern %q at #%s uses %s, an ECMA-262 construct Go's RE2 engine does not run "+
+				"(contractd matches in linear time and runs no backtracking patterns); rewrite the pattern without it", p, ptr, c.name))
+			return
+		}
+	}
+	n.badPatterns = append(n.badPatterns, fmt.Sprintf("pattern %q at #%s does not compile: %v", p, ptr, err))
 }
 
 // container rewrites the subschemas a keyword holds.
