@@ -579,6 +579,9 @@ var fuzzSchemas = []string{
 	`{"$defs":{"node":{"type":"object","properties":{"v":{"type":"integer"},"kids":{"type":"array","items":{"$ref":"#/$defs/node"}}},"additionalProperties":false}},"$ref":"#/$defs/node"}`,
 	`{"$schema":"http://json-schema.org/draft-07/schema#","definitions":{"t":{"type":"object","properties":{"p":{"type":"array","items":[{"type":"string"},{"type":"number"}],"additionalItems":false}}}},"$ref":"#/definitions/t","required":["never"]}`,
 	`{"$schema":"http://json-schema.org/draft-04/schema#","type":"object","properties":{"m":{"type":"number","minimum":0,"exclusiveMinimum":true,"maximum":1,"exclusiveMaximum":false},"t":{"type":["array","object"],"prefixItems":[{"const":0}],"items":false,"uniqueItems":true}}}`,
+	// Dialects: draft-04 integers, keywords of later drafts ignored, a
+	// subschema declaring its own draft, an empty enum.
+	`{"$schema":"http://json-schema.org/draft-04/schema#","type":"object","properties":{"i":{"type":"integer","maximum":100},"j":{"type":["integer","null"],"multipleOf":2},"k":{"not":{"type":"integer"}},"c":{"const":1},"e":{"enum":[]},"d":{"$schema":"http://json-schema.org/draft-07/schema#","if":{"type":"integer"},"then":{"const":3}}},"if":{"required":["i"]},"then":false}`,
 }
 
 var compiledFuzzSchemas = sync.OnceValues(func() ([]*Schema, error) {
@@ -615,6 +618,8 @@ func FuzzFastSchemaAgrees(f *testing.F) {
 		`{"p":["a",1,2]}`,
 		`{"m":1e-400,"t":[0,0]}`,
 		`{"m":0,"t":{}}`,
+		`{"i":1.0,"j":2e0,"k":1.0,"c":2,"d":3.0}`,
+		`{"i":12345,"j":null,"k":1,"d":4,"e":1}`,
 	}
 	for i := range fuzzSchemas {
 		for _, s := range seeds {
