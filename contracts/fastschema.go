@@ -12,6 +12,10 @@ package contracts
 // keyword. Schema.Validate asks the fast tree first; only when it says
 // "not valid" does the library run, so violation shapes never change.
 //
+// Both compile the document as dialect.go rewrote it for its declared
+// drafts, so the dialect checks the library lacks (draft-04 integers, empty
+// enums, keywords of other drafts) are in the document both read.
+//
 // Soundness rule: valid(v) == true must imply that the library accepts v.
 // Every unsupported construct makes the fast tree unavailable (nil), either
 // for the whole schema or, for subschemas the instance can never reach, not

@@ -41,8 +41,9 @@ type Schema struct {
 // ErrRemoteRef is wrapped by CompileSchema when a $ref would need a fetch.
 var ErrRemoteRef = errors.New("schema references a remote or unresolved $ref")
 
-// CompileSchema compiles a JSON Schema (draft 2020-12 unless its $schema
-// names an older draft) with format assertion on.
+// CompileSchema compiles a JSON Schema with format assertion on. Each
+// (sub)schema is judged by the draft its $schema names (draft 2020-12 when
+// none does; dialect.go).
 func CompileSchema(doc []byte) (*Schema, error) {
 	return compileSchema(doc, compileOptions{})
 }
