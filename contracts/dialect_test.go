@@ -148,12 +148,12 @@ func TestDialectRefusesSkippedDynamicScope(t *testing.T) {
 // ECMA-262 construct (docs/schema-agreement.md has the measurements).
 func TestPatternRefusalNamesTheConstruct(t *testing.T) {
 	for doc, want := range map[string]string{
-		`{"properties":{"p":{"type":"string","pattern":"^(?=.*\\d)[a-z\\d]+$"}}}`:   `pattern "^(?=.*\\d)[a-z\\d]+$" at #/properties/p/pattern uses a lookahead (?=...)`,
-		`{"properties":{"p":{"pattern":"(?!x)"}}}`:                                  "a negative lookahead (?!...)",
-		`{"properties":{"p":{"pattern":"(?<=a)b"}}}`:                                "a lookbehind (?<=...)",
-		`{"patternProperties":{"^(\\w)\\1$":true}}`:                                 `at #/patternProperties uses a backreference (\1, \k<name>)`,
+		`{"properties":{"p":{"type":"string","pattern":"^(?=.*\\d)[a-z\\d]+$"}}}`:  `pattern "^(?=.*\\d)[a-z\\d]+$" at #/properties/p/pattern uses a lookahead (?=...)`,
+		`{"properties":{"p":{"pattern":"(?!x)"}}}`:                                 "a negative lookahead (?!...)",
+		`{"properties":{"p":{"pattern":"(?<=a)b"}}}`:                               "a lookbehind (?<=...)",
+		`{"patternProperties":{"^(\\w)\\1$":true}}`:                                `at #/patternProperties uses a backreference (\1, \k<name>)`,
 		`{"$schema":"http://json-schema.org/draft-07/schema#","pattern":"^\\cC$"}`: `a control escape (\cX)`,
-		`{"properties":{"p":{"pattern":"(?<"}}}`:                                    `pattern "(?<" at #/properties/p/pattern does not compile`,
+		`{"properties":{"p":{"pattern":"(?<"}}}`:                                   `pattern "(?<" at #/properties/p/pattern does not compile`,
 	} {
 		_, err := CompileSchema([]byte(doc))
 		if err == nil || !strings.Contains(err.Error(), want) {
