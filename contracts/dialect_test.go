@@ -161,3 +161,44 @@ func TestPatternRefusalNamesTheConstruct(t *testing.T) {
 		}
 	}
 }
+
+// FuzzSchemaDialects: for any schema document, under any default draft,
+// compiling never panics, the fast path (when built) gives the library's
+// verdict, an invalid verdict names its reasons, and no sentinel leaks.
+func FuzzSchemaDialects(f *testing.F) {
+	for _, c := range []struct{ schema, inst string }{
+		{`{` + d4 + `"type":"object","properties":{"n":{"type":"integer"}},"if":{"required":["n"]},"then":false}`, `{"n":1.0}`},
+		{`{"properties":{"e":{"enum":[]},"t":{"items":[{"type":"integer"}],"additionalItems":false}}}`, `{"t":[1,2],"e":null}`},
+		{`{"$schema":"http://json-schema.org/draft-07/schema#","definitions":{"a":{"const":1}},"$ref":"#/definitions/a","minimum":5}`, `1`},
+		{`{"$schema":"http://json-schema.org/draft-06/schema#","dependencies":{"a":["b"],"c":{"not":{}}},"$defs":{"x":{}}}`, `{"a":1,"c":[1e2]}`},
+		{`{"$schema":"https://json-schema.org/draft/2019-09/schema","type":["integer","null"],"allOf":[{"multipleOf":2}]}`, `4.0`},
+		{`{"$schema":"http://json-schema.org/draft-04/schema#","properties":{"a":{"$schema":"https://json-schema.org/draft/2020-12/schema","prefixItems":[{"type":"integer"}]}}}`, `{"a":[1.0,2]}`},
+	} {
+		for d := range 5 {
+			f.Add([]byte(c.schema), []byte(c.inst), uint8(d))
+		}
+	}
+	f.Fuzz(func(t *testing.T, schema, inst []byte, d uint8) {
+		s, err := compileSchema(schema, compileOptions{dialect: fdialect(d % 5)})
+		if err != nil {
+			return
+		}
+		v, err := DecodeJSON(inst)
+		if err != nil {
+			return
+		}
+		lib := libValid(s, v)
+		if s.fast != nil && s.fast.valid(v) != lib {
+			t.Fatalf("fast %v, library %v", !lib, lib)
+		}
+		vs := s.Validate(v)
+		if lib != (len(vs) == 0) {
+			t.Fatalf("library valid=%v but violations %v", lib, vs)
+		}
+		for _, x := range vs {
+			if strings.Contains(x.Rule+x.Message, sentinelPrefix) {
+				t.Fatalf("sentinel leaked: %v", x)
+			}
+		}
+	})
+}
