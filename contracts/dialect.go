@@ -160,20 +160,21 @@ var (
 
 // dialectResult is what normalizeDialects found and did.
 type dialectResult struct {
-	doc      any      // the document the validator compiles
-	changed  bool     // doc differs from the input
-	warnings []string // "at #/ptr: message", sorted
-	refused  error    // set when the validator would judge the schema wrongly
+	doc      any               // the document the validator compiles
+	changed  bool              // doc differs from the input
+	warnings []string          // "at #/ptr: message", sorted
+	refused  error             // set when the validator would judge the schema wrongly
+	patterns map[string]string // rewritten pattern -> the user's (ecmaWhitespace)
 }
 
 // normalizeDialects returns doc rewritten for the validator (see the
 // package comment above); doc itself is not modified. d is the dialect of
 // a root that declares none.
 func normalizeDialects(doc any, d fdialect) dialectResult {
-	n := &normalizer{}
+	n := &normalizer{patterns: map[string]string{}}
 	out := n.schema(doc, "", d)
 	slices.Sort(n.warnings)
-	res := dialectResult{doc: out, changed: n.changed, warnings: slices.Compact(n.warnings)}
+	res := dialectResult{doc: out, changed: n.changed, warnings: slices.Compact(n.warnings), patterns: n.patterns}
 	var skipped []string
 	for _, ref := range n.midResources {
 		uri := ref[:strings.Index(ref, "#/")]
@@ -204,10 +205,11 @@ type normalizer struct {
 	// the middle of another resource leaves that resource's
 	// $dynamicAnchors out of the scope (a false accept).
 	dynamicRef   bool
-	midResources []string // $refs of the form uri#/pointer
-	anchors      int      // $dynamicAnchors seen so far
-	anchoredIDs  []string // $ids of subschemas holding a $dynamicAnchor
-	badPatterns  []string // patterns Go's RE2 cannot compile, explained
+	midResources []string          // $refs of the form uri#/pointer
+	anchors      int               // $dynamicAnchors seen so far
+	anchoredIDs  []string          // $ids of subschemas holding a $dynamicAnchor
+	badPatterns  []string          // patterns Go's RE2 cannot compile, explained
+	patterns     map[string]string // rewritten pattern -> the user's
 }
 
 func (n *normalizer) warn(ptr, format string, args ...any) {
@@ -276,11 +278,27 @@ func (n *normalizer) schema(v any, ptr string, inherited fdialect) any {
 	}
 	if p, ok := out["pattern"].(string); ok {
 		n.checkPattern(p, ptr+"/pattern")
+		if e, changed := ecmaWhitespace(p); changed {
+			out["pattern"] = e
+			n.patterns[e] = p
+			n.changed = true
+		}
 	}
 	if pp, ok := out["patternProperties"].(map[string]any); ok {
-		for p := range pp {
+		renamed := make(map[string]any, len(pp))
+		for p, sub := range pp {
 			n.checkPattern(p, ptr+"/patternProperties")
+			if e, changed := ecmaWhitespace(p); changed {
+				if _, clash := pp[e]; !clash {
+					renamed[e] = sub
+					n.patterns[e] = p
+					n.changed = true
+					continue
+				}
+			}
+			renamed[p] = sub
 		}
+		out["patternProperties"] = renamed
 	}
 	// The checks the validator lacks, where they apply ($ref siblings are
 	// not evaluated in drafts 4-7).
@@ -314,6 +332,66 @@ var ecmaOnly = []struct {
 	{regexp.MustCompile(`\(\?<!`), "a negative lookbehind (?<!...)"},
 	{regexp.MustCompile(`\\[1-9]|\\k<`), "a backreference (\\1, \\k<name>)"},
 	{regexp.MustCompile(`\\c[A-Za-z]`), "a control escape (\\cX)"},
+}
+
+// ecmaSpace is ECMA-262's \s (WhiteSpace and LineTerminator) as the body
+// of an RE2 character class; RE2's \s is only [\t\n\f\r ].
+const ecmaSpace = `\t-\r \x{a0}\x{1680}\x{2000}-\x{200a}\x{2028}\x{2029}\x{202f}\x{205f}\x{3000}\x{feff}`
+
+// ecmaWhitespace rewrites \s and \S in an ECMA-262 pattern to RE2 classes
+// with ECMA-262's meaning. A \S inside a class stays (RE2 has no class
+// difference), as does everything else.
+func ecmaWhitespace(p string) (string, bool) {
+	if !strings.Contains(p, `\s`) && !strings.Contains(p, `\S`) {
+		return p, false
+	}
+	if _, err := regexp.Compile(p); err != nil {
+		return p, false // refused as it is
+	}
+	var b strings.Builder
+	inClass, changed := false, false
+	for i := 0; i < len(p); i++ {
+		c := p[i]
+		switch {
+		case c == '\\' && i+1 < len(p):
+			switch next := p[i+1]; {
+			case next == 's' && inClass:
+				b.WriteString(ecmaSpace)
+				changed = true
+			case next == 's':
+				b.WriteString("[" + ecmaSpace + "]")
+				changed = true
+			case next == 'S' && !inClass:
+				b.WriteString("[^" + ecmaSpace + "]")
+				changed = true
+			default:
+				b.WriteByte(c)
+				b.WriteByte(next)
+			}
+			i++
+			continue
+		case c == '[' && !inClass:
+			inClass = true
+			b.WriteByte(c)
+			// A ']' first in a class (after an optional '^') is literal.
+			if i+1 < len(p) && p[i+1] == '^' {
+				b.WriteByte('^')
+				i++
+			}
+			if i+1 < len(p) && p[i+1] == ']' {
+				b.WriteByte(']')
+				i++
+			}
+			continue
+		case c == ']' && inClass:
+			inClass = false
+		}
+		b.WriteByte(c)
+	}
+	if _, err := regexp.Compile(b.String()); err != nil {
+		return p, false // e.g. [\s-z]: a class range the rewrite would break
+	}
+	return b.String(), changed
 }
 
 // checkPattern records a pattern Go's RE2 engine cannot compile, naming

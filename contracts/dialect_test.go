@@ -1,6 +1,7 @@
 package contracts
 
 import (
+	"encoding/json"
 	"reflect"
 	"strings"
 	"testing"
@@ -201,4 +202,42 @@ func FuzzSchemaDialects(f *testing.F) {
 			}
 		}
 	})
+}
+
+// Patterns are ECMA-262: \s and \S keep their meaning (Unicode spaces),
+// which Go's RE2 gives only to ASCII; messages quote the user's pattern.
+func TestPatternECMAWhitespace(t *testing.T) {
+	for _, c := range []struct {
+		pattern, value string
+		valid          bool
+	}{
+		{`^\S+$`, "a\u00a0b", false},
+		{`^\S+$`, "ab", true},
+		{`^a\sb$`, "a\u2003b", true},
+		{`^[\s\d]+$`, "1\u30002", true},
+		{`^[^\s]+$`, "a\u00a0b", false},
+		{`^\\s$`, `\s`, true},        // an escaped backslash, then s
+		{`^[\S]+$`, "a\u00a0", true}, // \S inside a class keeps RE2's meaning
+	} {
+		s := mustSchema(t, `{"type":"object","properties":{"v":{"type":"string","pattern":`+quoteJSON(c.pattern)+`}},"patternProperties":{"^x\\s":{"type":"integer"}}}`)
+		v := map[string]any{"v": c.value}
+		vs := s.Validate(v)
+		if (len(vs) == 0) != c.valid || s.fast == nil || s.fast.valid(v) != c.valid {
+			t.Errorf("%s on %q: violations %v, want valid=%v", c.pattern, c.value, vs, c.valid)
+		}
+		for _, x := range vs {
+			if !strings.Contains(x.Message, c.pattern) {
+				t.Errorf("message %q does not quote the pattern %s", x.Message, c.pattern)
+			}
+		}
+	}
+	s := mustSchema(t, `{"type":"object","patternProperties":{"^x\\s":{"type":"integer"}}}`)
+	if vs := s.Validate(map[string]any{"x\u00a0": "no"}); len(rules(vs)) != 1 {
+		t.Errorf("patternProperties with \\s: %v", vs)
+	}
+}
+
+func quoteJSON(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
 }

@@ -36,6 +36,9 @@ type Schema struct {
 	fast *fastValidator
 	// dialect is the draft of a schema that declares none.
 	dialect fdialect
+	// patterns maps the patterns rewritten for ECMA-262 \s back to the
+	// user's, for violation messages.
+	patterns map[string]string
 }
 
 // ErrRemoteRef is wrapped by CompileSchema when a $ref would need a fetch.
@@ -124,7 +127,7 @@ func compileSchema(doc []byte, opts compileOptions) (*Schema, error) {
 	m, _ := raw.(map[string]any)
 	nm, _ := norm.doc.(map[string]any)
 	return &Schema{s: s, raw: m, norm: nm, compact: compact, libDoc: libDoc,
-		UnknownFormats: unknown, DialectWarnings: norm.warnings,
+		UnknownFormats: unknown, DialectWarnings: norm.warnings, patterns: norm.patterns,
 		// Fast path (fastschema.go): built from the same document.
 		fast: compileFast(libDoc, unknown, opts.dialect), dialect: opts.dialect}, nil
 }
@@ -304,7 +307,7 @@ func (s *Schema) collect(r *jsonschema.EvaluationResult, parentKW, loc string, i
 			// (its default of 1); name the keyword the user wrote.
 			*out = append(*out, Violation{Kind: KindSchema, Path: loc, Rule: "contains", Message: "no item matches the contains schema"})
 		default:
-			*out = append(*out, Violation{Kind: KindSchema, Path: loc, Rule: s.userKeyword(r.SchemaLocation, kw), Message: safeMessage(e)})
+			*out = append(*out, Violation{Kind: KindSchema, Path: loc, Rule: s.userKeyword(r.SchemaLocation, kw), Message: s.safeMessage(e)})
 		}
 	}
 	for _, d := range r.Details {
@@ -361,7 +364,7 @@ func member(v any, tok string) (any, bool) {
 
 // safeMessage renders a library error without the instance's own values:
 // violations reach the 422 review, which must never carry output text.
-func safeMessage(e *jsonschema.EvaluationError) string {
+func (s *Schema) safeMessage(e *jsonschema.EvaluationError) string {
 	if e.Code == "value_not_in_enum" {
 		allowed := fmt.Sprint(e.Params["expected"])
 		if len(allowed) > 200 {
@@ -371,6 +374,9 @@ func safeMessage(e *jsonschema.EvaluationError) string {
 	}
 	params := make(map[string]any, len(e.Params))
 	for k, v := range e.Params {
+		if p, ok := v.(string); ok && k == "pattern" && s.patterns[p] != "" {
+			v = s.patterns[p] // the pattern as the user wrote it
+		}
 		params[k] = v
 	}
 	msg := e.Message
