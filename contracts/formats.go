@@ -19,7 +19,7 @@ import (
 // for iri) and where brackets and "@" may stand. hostname refuses a
 // trailing dot and invalid punycode labels; idn-hostname and idn-email,
 // which the library does not know, are checked with IDNA2008 (x/net/idna);
-// ipv4 refuses signs.
+// ipv4 refuses signs; uri-template follows RFC 6570's grammar.
 // Both the library path (registered per compiler) and the fast path use
 // this table, so they cannot disagree.
 var formatOverrides = map[string]func(any) bool{
@@ -31,6 +31,7 @@ var formatOverrides = map[string]func(any) bool{
 	"idn-hostname":  func(v any) bool { return hostname(v, true) },
 	"ipv4":          func(v any) bool { return digitsAndDots(v) && jsonschema.IsIPV4(v) },
 	"idn-email":     idnEmail,
+	"uri-template":  uriTemplate,
 	// Sentinels of dialect.go: checks the validator lacks.
 	fmtDraft4Integer: draft4Integer,
 	fmtEmptyEnum:     func(any) bool { return false },
@@ -222,6 +223,75 @@ func idnEmail(v any) bool {
 		return jsonschema.IsEmail("a@" + domain)
 	}
 	return hostname(domain, true)
+}
+
+// uriTemplate checks RFC 6570 syntax (level 4): literals, and expressions
+// of an optional operator and comma-separated varspecs (a dotted name of
+// letters, digits, "_" and %XX, then ":1".."9999" or "*").
+func uriTemplate(v any) bool {
+	s, ok := v.(string)
+	if !ok {
+		return true
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == '{':
+			end := strings.IndexByte(s[i:], '}')
+			if end < 0 || !uriTemplateExpr(s[i+1:i+end]) {
+				return false
+			}
+			i += end
+		case c == '%':
+			if i+2 >= len(s) || !isHex(s[i+1]) || !isHex(s[i+2]) {
+				return false
+			}
+			i += 2
+		case c < 0x21 || c == 0x7f || strings.IndexByte("\"<>\\^`|}", c) >= 0:
+			return false
+		}
+	}
+	return utf8.ValidString(s)
+}
+
+func uriTemplateExpr(e string) bool {
+	if e != "" && strings.IndexByte("+#./;?&", e[0]) >= 0 {
+		e = e[1:]
+	}
+	for _, spec := range strings.Split(e, ",") {
+		name, mod := spec, ""
+		if i := strings.IndexAny(spec, ":*"); i >= 0 {
+			name, mod = spec[:i], spec[i:]
+		}
+		if !uriTemplateName(name) {
+			return false
+		}
+		switch {
+		case mod == "" || mod == "*":
+		case len(mod) >= 2 && len(mod) <= 5 && mod[0] == ':' && mod[1] >= '1' && mod[1] <= '9' &&
+			strings.Trim(mod[2:], "0123456789") == "":
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+func uriTemplateName(n string) bool {
+	if n == "" || n[0] == '.' || n[len(n)-1] == '.' || strings.Contains(n, "..") {
+		return false
+	}
+	for i := 0; i < len(n); i++ {
+		c := n[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '_', c == '.':
+		case c == '%' && i+2 < len(n) && isHex(n[i+1]) && isHex(n[i+2]):
+			i += 2
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 var idnDots = strings.NewReplacer("\u3002", ".", "\uff0e", ".", "\uff61", ".")

@@ -29,6 +29,11 @@ func TestFormatOverrides(t *testing.T) {
 		{"idn-email", "2962", false},
 		{"idn-email", "user＠example.com", false},
 		{"idn-email", `"a b"@example.com`, true},
+		{"uri-template", "http://example.com/{term:1}/{+path*}{?q,lang}", true},
+		{"uri-template", "{v:10000}", false},
+		{"uri-template", "{a..b}", false},
+		{"uri-template", "a b", false},
+		{"uri-template", "foo}bar", false},
 	}
 	for _, tt := range tests {
 		s := mustSchema(t, `{"type":"object","properties":{"v":{"type":"string","format":"`+tt.format+`"}}}`)
