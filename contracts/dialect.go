@@ -20,6 +20,8 @@ package contracts
 // dropped, and the two checks the validator lacks become sentinel formats
 // (formatOverrides) in an appended "allOf" entry, which the violation
 // collector reports under the keyword the user wrote ("type", "enum").
+// "dependencies" under 2020-12 is judged the same way, in an appended
+// 2019-09 entry; patterns get ECMA-262's \s and \S.
 // Nothing moves, so JSON pointers into the document keep resolving.
 
 import (
@@ -27,10 +29,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"path"
 	"regexp"
 	"slices"
 	"strings"
+
+	"github.com/kaptinlin/jsonschema"
 )
 
 // Sentinel formats added by normalizeDialects. The prefix cannot clash
@@ -127,13 +132,15 @@ var keywordDrafts = map[string]keywordSpan{
 }
 
 // honouredLate are earlier spellings a later draft no longer defines but
-// the validator still reads there; using them is warned about, not
-// dropped (dropping "definitions" would break every "#/definitions/..."
-// $ref in the wild, and array "items" with "additionalItems" has a single
-// reading).
+// contractd still reads there, failing closed; using them is warned about,
+// not dropped (dropping "definitions" would break every "#/definitions/..."
+// $ref in the wild, array "items" with "additionalItems" has a single
+// reading, and 2020-12's meta-schema keeps "dependencies" for
+// compatibility).
 var honouredLate = map[string]string{
 	"definitions":     "read as $defs",
 	"additionalItems": "read with an array-form items",
+	"dependencies":    "honoured as dependentRequired/dependentSchemas",
 }
 
 // siblingNeutral are keywords beside "$ref" whose being ignored in drafts
@@ -309,6 +316,20 @@ func (n *normalizer) schema(v any, ptr string, inherited fdialect) any {
 		}
 		if e, ok := out["enum"].([]any); ok && len(e) == 0 {
 			sentinels = append(sentinels, map[string]any{"format": fmtEmptyEnum})
+		}
+		if deps, ok := out["dependencies"].(map[string]any); ok && d == dialect2020 {
+			// The validator reads "dependencies" under 2019-09 only: judge
+			// it there, its dependent schemas still under 2020-12.
+			inner := make(map[string]any, len(deps))
+			for name, dep := range deps {
+				if m, isObj := dep.(map[string]any); isObj && m["$schema"] == nil {
+					m = maps.Clone(m)
+					m["$schema"] = string(jsonschema.Draft202012)
+					dep = m
+				}
+				inner[name] = dep
+			}
+			sentinels = append(sentinels, map[string]any{"$schema": string(jsonschema.Draft201909), "dependencies": inner})
 		}
 		if len(sentinels) > 0 {
 			if all, ok := out["allOf"].([]any); ok || out["allOf"] == nil {

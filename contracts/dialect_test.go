@@ -41,6 +41,8 @@ func TestDialectViolations(t *testing.T) {
 			`{"n":3}`, []string{"/n exclusiveMaximum"}, ""},
 		{"draft-07 dependencies", `{"$schema":"http://json-schema.org/draft-07/schema#","type":"object","dependencies":{"a":["b"],"c":{"required":["d"]}}}`,
 			`{"a":1,"c":2}`, []string{" dependencies", " required"}, ""},
+		{"2020-12 honours dependencies, dependents judged by 2020-12", `{"type":"object","dependencies":{"a":["b"],"c":{"properties":{"t":{"prefixItems":[{"type":"string"}]}}}}}`,
+			`{"a":1,"c":2,"t":[1]}`, []string{" dependencies", "/t/0 type"}, ""},
 		{"draft-07 array items and additionalItems", `{"$schema":"http://json-schema.org/draft-07/schema#","type":"object","properties":{"t":{"items":[{"type":"string"}],"additionalItems":false}}}`,
 			`{"t":["a",1]}`, []string{"/t/1 additionalItems"}, ""},
 		{"draft-07 ignores prefixItems and unevaluatedProperties", `{"$schema":"http://json-schema.org/draft-07/schema#","type":"object","properties":{"t":{"prefixItems":[{"type":"string"}]}},"unevaluatedProperties":false}`,
@@ -101,7 +103,7 @@ func TestDialectWarnings(t *testing.T) {
 			"at #/definitions/x: id is ignored: it is not a draft 2020-12 keyword (last defined in draft-04)",
 			"at #: additionalItems is not a draft 2020-12 keyword (last defined in draft 2019-09); read with an array-form items",
 			"at #: definitions is not a draft 2020-12 keyword (last defined in draft-07); read as $defs",
-			"at #: dependencies is ignored: it is not a draft 2020-12 keyword (last defined in draft 2019-09)",
+			"at #: dependencies is not a draft 2020-12 keyword (last defined in draft 2019-09); honoured as dependentRequired/dependentSchemas",
 		}},
 		{`{"$schema":"http://json-schema.org/draft-07/schema#","$ref":"#/definitions/a","definitions":{"a":{}},"required":["x"],"title":"t"}`, []string{
 			"at #: required is ignored: draft-07 ignores the siblings of $ref",

@@ -74,7 +74,7 @@ func TestFastSchemaBenchAgreement(t *testing.T) {
 		}
 		compiled++
 		if s.fast == nil {
-			_, why := buildFast(s.compact, s.UnknownFormats, s.dialect)
+			_, why := buildFast(s.libDoc, s.UnknownFormats, s.dialect)
 			reasons[bucketReason(why)]++
 			continue
 		}
@@ -151,7 +151,7 @@ func TestFastSchemaExamples(t *testing.T) {
 			t.Fatalf("%s: %v", path, err)
 		}
 		if s.fast == nil {
-			_, why := buildFast(s.compact, s.UnknownFormats, s.dialect)
+			_, why := buildFast(s.libDoc, s.UnknownFormats, s.dialect)
 			t.Logf("%s: no fast path (%s)", path, why)
 			continue
 		}
@@ -264,7 +264,7 @@ func TestFastSchemaEdges(t *testing.T) {
 			t.Fatalf("%s: %v", sub, err)
 		}
 		if s.fast == nil {
-			_, why := buildFast(s.compact, s.UnknownFormats, s.dialect)
+			_, why := buildFast(s.libDoc, s.UnknownFormats, s.dialect)
 			t.Fatalf("%s: no fast path (%s)", sub, why)
 		}
 		for _, val := range edgeValues {
@@ -306,8 +306,6 @@ func TestFastSchemaEdges(t *testing.T) {
 		{`{"definitions":{"a":{"type":"object"}},"$ref":"#/definitions/a","required":["x"]}`, `{}`, false},
 		// Keyword names are case-sensitive; unknown ones are dropped.
 		{`{"properties":{"v":{"Type":"string","MINLENGTH":3,"x-max":1}}}`, `{"v":1}`, true},
-		// "dependencies" is not a 2020-12 keyword (ignored), applied before.
-		{`{"dependencies":{"a":["b"]}}`, `{"a":1}`, true},
 		// Each subschema is judged by its declared draft (dialect.go):
 		// later keywords are ignored, draft-04 integers have no fraction.
 		{`{"$schema":"http://json-schema.org/draft-04/schema#","properties":{"v":{"type":"integer"}}}`, `{"v":12345.0}`, false},
@@ -347,7 +345,7 @@ func TestFastSchemaEdges(t *testing.T) {
 			t.Fatalf("%s: %v", p.schema, err)
 		}
 		if s.fast == nil {
-			_, why := buildFast(s.compact, s.UnknownFormats, s.dialect)
+			_, why := buildFast(s.libDoc, s.UnknownFormats, s.dialect)
 			t.Fatalf("%s: no fast path (%s)", p.schema, why)
 		}
 		v, err := DecodeJSON([]byte(p.inst))
@@ -408,6 +406,7 @@ func TestFastSchemaBailsOut(t *testing.T) {
 		`{"propertyNames":{"maxLength":3}}`,
 		`{"dependentRequired":{"a":["b"]}}`,
 		`{"$schema":"http://json-schema.org/draft-07/schema#","dependencies":{"a":["b"]}}`,
+		`{"dependencies":{"a":["b"]}}`, // 2020-12 reads it as 2019-09 did (dialect.go)
 		`{"$defs":{"a":{"$anchor":"x"}},"$ref":"#x"}`,
 		`{"$defs":{"a":{"anyOf":[{"$ref":"#/$defs/a"},{"type":"string"}]}},"$ref":"#/$defs/a"}`, // in-place cycle
 		`{"properties":{"a":{"type":null}}}`,
@@ -428,7 +427,7 @@ func TestFastSchemaBailsOut(t *testing.T) {
 		t.Errorf("unused $defs entry blocked the fast path (err %v)", err)
 	}
 	// Unknown (extension) keywords are ignored by the library, and here.
-	s, err = CompileSchema([]byte(`{"x-thing":{"type":"string"},"dependencies":{"a":["b"]},"type":"object"}`))
+	s, err = CompileSchema([]byte(`{"x-thing":{"type":"string"},"type":"object"}`))
 	if err != nil || s.fast == nil {
 		t.Errorf("extension keyword blocked the fast path (err %v)", err)
 	}
@@ -592,7 +591,7 @@ var compiledFuzzSchemas = sync.OnceValues(func() ([]*Schema, error) {
 			return nil, fmt.Errorf("fuzz schema %d: %w", i, err)
 		}
 		if s.fast == nil {
-			_, why := buildFast(s.compact, s.UnknownFormats, s.dialect)
+			_, why := buildFast(s.libDoc, s.UnknownFormats, s.dialect)
 			return nil, fmt.Errorf("fuzz schema %d: no fast path (%s)", i, why)
 		}
 		out[i] = s
