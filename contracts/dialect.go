@@ -180,7 +180,13 @@ type dialectResult struct {
 func normalizeDialects(doc any, d fdialect) dialectResult {
 	n := &normalizer{patterns: map[string]string{}}
 	out := n.schema(doc, "", d)
-	slices.Sort(n.warnings)
+	// In document order of their pointers, then by message.
+	slices.SortFunc(n.warnings, func(a, b string) int {
+		if c := ComparePointers(warningPointer(a), warningPointer(b)); c != 0 {
+			return c
+		}
+		return strings.Compare(a, b)
+	})
 	res := dialectResult{doc: out, changed: n.changed, warnings: slices.Compact(n.warnings), patterns: n.patterns}
 	var skipped []string
 	for _, ref := range n.midResources {
@@ -202,6 +208,12 @@ func normalizeDialects(doc any, d fdialect) dialectResult {
 			"the validator would leave that resource out of the dynamic scope", strings.Join(slices.Compact(skipped), ", "))
 	}
 	return res
+}
+
+// warningPointer is the JSON pointer of an "at #/ptr: message" warning.
+func warningPointer(w string) string {
+	p, _, _ := strings.Cut(strings.TrimPrefix(w, "at #"), ": ")
+	return p
 }
 
 type normalizer struct {

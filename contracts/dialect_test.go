@@ -94,16 +94,16 @@ func TestDialectWarnings(t *testing.T) {
 		want   []string
 	}{
 		{`{` + d4 + `"type":"object","if":{"required":["a"]},"then":{},"properties":{"a":{"const":1,"$id":"x"}}}`, []string{
-			"at #/properties/a: $id is ignored: it is not a draft-04 keyword (introduced in draft-06)",
-			"at #/properties/a: const is ignored: it is not a draft-04 keyword (introduced in draft-06)",
 			"at #: if is ignored: it is not a draft-04 keyword (introduced in draft-07)",
 			"at #: then is ignored: it is not a draft-04 keyword (introduced in draft-07)",
+			"at #/properties/a: $id is ignored: it is not a draft-04 keyword (introduced in draft-06)",
+			"at #/properties/a: const is ignored: it is not a draft-04 keyword (introduced in draft-06)",
 		}},
 		{`{"type":"object","dependencies":{"a":["b"]},"definitions":{"x":{"id":"y"}},"items":[true],"additionalItems":false}`, []string{
-			"at #/definitions/x: id is ignored: it is not a draft 2020-12 keyword (last defined in draft-04)",
 			"at #: additionalItems is not a draft 2020-12 keyword (last defined in draft 2019-09); read with an array-form items",
 			"at #: definitions is not a draft 2020-12 keyword (last defined in draft-07); read as $defs",
 			"at #: dependencies is not a draft 2020-12 keyword (last defined in draft 2019-09); honoured as dependentRequired/dependentSchemas",
+			"at #/definitions/x: id is ignored: it is not a draft 2020-12 keyword (last defined in draft-04)",
 		}},
 		{`{"$schema":"http://json-schema.org/draft-07/schema#","$ref":"#/definitions/a","definitions":{"a":{}},"required":["x"],"title":"t"}`, []string{
 			"at #: required is ignored: draft-07 ignores the siblings of $ref",
