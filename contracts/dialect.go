@@ -290,6 +290,9 @@ func (n *normalizer) schema(v any, ptr string, inherited fdialect) any {
 			}
 			continue
 		}
+		if _, tuple := val.([]any); tuple && k == "items" && d == dialect2020 {
+			n.warn(ptr, "items as an array is not a %s form (it is draft 2019-09's and earlier); read as prefixItems", d.name())
+		}
 		if hasRef && d.refIgnoresSiblings() && k != "$ref" && !siblingNeutral[k] && known {
 			n.warn(ptr, "%s is ignored: %s ignores the siblings of $ref", k, d.name())
 		}

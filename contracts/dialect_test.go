@@ -103,6 +103,7 @@ func TestDialectWarnings(t *testing.T) {
 			"at #: additionalItems is not a draft 2020-12 keyword (last defined in draft 2019-09); read with an array-form items",
 			"at #: definitions is not a draft 2020-12 keyword (last defined in draft-07); read as $defs",
 			"at #: dependencies is not a draft 2020-12 keyword (last defined in draft 2019-09); honoured as dependentRequired/dependentSchemas",
+			"at #: items as an array is not a draft 2020-12 form (it is draft 2019-09's and earlier); read as prefixItems",
 			"at #/definitions/x: id is ignored: it is not a draft 2020-12 keyword (last defined in draft-04)",
 		}},
 		{`{"$schema":"http://json-schema.org/draft-07/schema#","$ref":"#/definitions/a","definitions":{"a":{}},"required":["x"],"title":"t"}`, []string{
