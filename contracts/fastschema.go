@@ -44,7 +44,8 @@ package contracts
 //     (CompileSchema registers them as always-true custom formats).
 //   - keywords the library does not know are dropped by it, so ignored here;
 //     "definitions" is $defs unless $defs is present; "dependencies" is an
-//     extension in 2020-12 (ignored) and an applicator before (unsupported).
+//     extension in 2020-12 (ignored) and dependentRequired/dependentSchemas
+//     before (both only on objects, dependent schemas applied in place).
 
 import (
 	"bytes"
@@ -238,6 +239,10 @@ type fnode struct {
 	maxProps  *float64
 	defs      map[string]*fnode
 	patByKey  map[string]*fnode // patternProperties by pattern, for $ref pointers
+
+	depRequired   map[string][]string // dependentRequired, and array "dependencies"
+	depSchemas    map[string]*fnode   // dependentSchemas, and schema "dependencies"
+	depFromLegacy bool                // they came from "dependencies"
 }
 
 type patProp struct {
@@ -261,7 +266,7 @@ type fbuilder struct {
 var unsupportedKeywords = map[string]bool{
 	"$anchor": true, "$dynamicAnchor": true, "$dynamicRef": true, "$vocabulary": true,
 	"$recursiveRef": true, "$recursiveAnchor": true,
-	"dependentSchemas": true, "dependentRequired": true, "contains": true,
+	"contains":    true,
 	"minContains": true, "maxContains": true, "propertyNames": true,
 	"unevaluatedItems": true, "unevaluatedProperties": true,
 	"contentEncoding": true, "contentMediaType": true, "contentSchema": true,
@@ -607,9 +612,51 @@ func (b *fbuilder) buildObject(m map[string]any, parent *fnode, inherited fdiale
 		case "else":
 			n.elseN = b.build(v, n, d)
 		case "dependencies":
-			if d != dialect2020 {
-				poison("dependencies")
+			if d == dialect2020 {
+				continue // not a 2020-12 keyword: the library ignores it
 			}
+			_, hasDR := m["dependentRequired"]
+			_, hasDS := m["dependentSchemas"]
+			if hasDR || hasDS {
+				poison("dependencies beside dependentRequired/dependentSchemas")
+				continue
+			}
+			deps, isMap := v.(map[string]any)
+			if !isMap {
+				poison("dependencies is not an object")
+				continue
+			}
+			n.depFromLegacy, n.hasObject = true, true
+			for name, dep := range deps {
+				if arr, isArr := dep.([]any); isArr {
+					n.addDepRequired(name, arr, poison)
+				} else if dep == nil {
+					poison("null dependency")
+				} else {
+					if n.depSchemas == nil {
+						n.depSchemas = map[string]*fnode{}
+					}
+					n.depSchemas[name] = b.build(dep, n, d)
+				}
+			}
+		case "dependentRequired":
+			deps, isMap := v.(map[string]any)
+			if !isMap {
+				poison("dependentRequired is not an object")
+				continue
+			}
+			n.hasObject = true
+			for name, dep := range deps {
+				arr, isArr := dep.([]any)
+				if !isArr {
+					poison("dependentRequired member is not an array")
+					continue
+				}
+				n.addDepRequired(name, arr, poison)
+			}
+		case "dependentSchemas":
+			n.depSchemas = b.buildMap(v, n, d, poison)
+			n.hasObject = true
 		default:
 			if unsupportedKeywords[k] {
 				poison(k)
@@ -648,8 +695,26 @@ func knownKeyword(k string, d fdialect) bool {
 		return d == dialect4
 	case "dependencies":
 		return d != dialect2020
+	case "dependentRequired", "dependentSchemas":
+		return true
 	}
 	return unsupportedKeywords[k]
+}
+
+func (n *fnode) addDepRequired(name string, arr []any, poison func(string)) {
+	if n.depRequired == nil {
+		n.depRequired = map[string][]string{}
+	}
+	names := make([]string, 0, len(arr))
+	for _, e := range arr {
+		s, isStr := e.(string)
+		if !isStr {
+			poison("dependency member is not a string")
+			return
+		}
+		names = append(names, s)
+	}
+	n.depRequired[name] = names
 }
 
 func typeBit(t string) uint8 {
@@ -868,7 +933,12 @@ func (n *fnode) resolvePointer(ptr string) (t *fnode, opaque bool) {
 			}
 		case "additionalProperties":
 			next = cur.addl
-		case "dependentSchemas", "contains", "propertyNames", "unevaluatedItems",
+		case "dependentSchemas":
+			if cur.depFromLegacy {
+				return nil, true // where the library files them is not modelled
+			}
+			mapNext(cur.depSchemas)
+		case "contains", "propertyNames", "unevaluatedItems",
 			"unevaluatedProperties", "contentSchema":
 			// Not modelled: present only on poisoned nodes (handled above),
 			// so absent here, which the library calls not found too.
@@ -908,6 +978,9 @@ func (n *fnode) evalEdges(yield func(c *fnode, inPlace bool)) {
 		if c != nil {
 			yield(c, true)
 		}
+	}
+	for _, c := range n.depSchemas {
+		yield(c, true) // applied to the object itself
 	}
 	for _, c := range n.props {
 		yield(c, false)
@@ -1145,6 +1218,20 @@ func (n *fnode) validObject(m map[string]any) bool {
 	}
 	for _, r := range n.required {
 		if _, ok := m[r]; !ok {
+			return false
+		}
+	}
+	for k, req := range n.depRequired {
+		if _, ok := m[k]; ok {
+			for _, r := range req {
+				if _, ok := m[r]; !ok {
+					return false
+				}
+			}
+		}
+	}
+	for k, c := range n.depSchemas {
+		if _, ok := m[k]; ok && !c.valid(m) {
 			return false
 		}
 	}

@@ -232,6 +232,8 @@ var edgeSubschemas = []string{
 	`{"patternProperties":{"^a":{"type":"integer"},"b$":{"minimum":2}},"additionalProperties":{"type":"string"}}`,
 	`{"properties":{"a":true},"patternProperties":{"^x-":true},"additionalProperties":false}`,
 	`{"type":"array","items":{"type":"object","properties":{"a":{"const":1}}}}`,
+	`{"dependentRequired":{"a":["b"],"x-c":[]},"dependentSchemas":{"ab":{"required":["xb"]},"c":false}}`,
+	`{"dependencies":{"a":["b"],"ab":{"properties":{"xb":{"type":"integer"}}}}}`,
 }
 
 // edgeValues are JSON texts put in "v".
@@ -306,6 +308,14 @@ func TestFastSchemaEdges(t *testing.T) {
 		{`{"definitions":{"a":{"type":"object"}},"$ref":"#/definitions/a","required":["x"]}`, `{}`, false},
 		// Keyword names are case-sensitive; unknown ones are dropped.
 		{`{"properties":{"v":{"Type":"string","MINLENGTH":3,"x-max":1}}}`, `{"v":1}`, true},
+		// dependencies: arrays are dependentRequired, schemas dependentSchemas
+		// (before 2020-12, and in 2020-12 through dialect.go's 2019-09 entry).
+		{`{"$schema":"http://json-schema.org/draft-07/schema#","dependencies":{"a":["b"]}}`, `{"a":1}`, false},
+		{`{"$schema":"http://json-schema.org/draft-07/schema#","dependencies":{"a":["b"]}}`, `{"a":1,"b":2}`, true},
+		{`{"dependencies":{"a":{"required":["b"]}}}`, `{"a":1}`, false},
+		{`{"dependencies":{"a":{"required":["b"]}}}`, `{"c":1}`, true},
+		{`{"dependentSchemas":{"a":{"properties":{"b":{"type":"string"}}}}}`, `{"a":1,"b":2}`, false},
+		{`{"dependentRequired":{"a":["b","c"]}}`, `{"a":1,"b":2}`, false},
 		// Each subschema is judged by its declared draft (dialect.go):
 		// later keywords are ignored, draft-04 integers have no fraction.
 		{`{"$schema":"http://json-schema.org/draft-04/schema#","properties":{"v":{"type":"integer"}}}`, `{"v":12345.0}`, false},
@@ -404,9 +414,8 @@ func TestFastSchemaBailsOut(t *testing.T) {
 		`{"unevaluatedProperties":false}`,
 		`{"properties":{"a":{"contains":{"type":"string"}}}}`,
 		`{"propertyNames":{"maxLength":3}}`,
-		`{"dependentRequired":{"a":["b"]}}`,
-		`{"$schema":"http://json-schema.org/draft-07/schema#","dependencies":{"a":["b"]}}`,
-		`{"dependencies":{"a":["b"]}}`, // 2020-12 reads it as 2019-09 did (dialect.go)
+		`{"$schema":"https://json-schema.org/draft/2019-09/schema","dependencies":{"a":["b"]},"dependentRequired":{"c":["d"]}}`,
+		`{"$schema":"http://json-schema.org/draft-07/schema#","$ref":"#/dependentSchemas/a","dependencies":{"a":{}}}`,
 		`{"$defs":{"a":{"$anchor":"x"}},"$ref":"#x"}`,
 		`{"$defs":{"a":{"anyOf":[{"$ref":"#/$defs/a"},{"type":"string"}]}},"$ref":"#/$defs/a"}`, // in-place cycle
 		`{"properties":{"a":{"type":null}}}`,
