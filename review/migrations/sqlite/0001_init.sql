@@ -1,0 +1,45 @@
+-- Review items. JSON columns hold what the item's JSON shape holds; the
+-- filterable fields are columns, each indexed with the newest-first order.
+CREATE TABLE reviews (
+	id            TEXT PRIMARY KEY,
+	status        TEXT NOT NULL,
+	created_ns    INTEGER NOT NULL,
+	resolved_ns   INTEGER,
+	route         TEXT NOT NULL,
+	prompt_name   TEXT NOT NULL,
+	prompt_sha    TEXT NOT NULL,
+	contract_name TEXT NOT NULL,
+	contract_sha  TEXT NOT NULL,
+	key_id        TEXT NOT NULL,
+	input         TEXT NOT NULL,
+	request       TEXT NOT NULL,
+	attempts      TEXT NOT NULL,
+	resolution    TEXT
+);
+CREATE INDEX reviews_created ON reviews (created_ns DESC, id DESC);
+CREATE INDEX reviews_status ON reviews (status, created_ns DESC, id DESC);
+CREATE INDEX reviews_route ON reviews (route, created_ns DESC, id DESC);
+CREATE INDEX reviews_contract ON reviews (contract_name, created_ns DESC, id DESC);
+CREATE INDEX reviews_resolved ON reviews (status, resolved_ns);
+CREATE INDEX reviews_pending_route ON reviews (status, route);
+
+-- One row per (item, violation rule) for the rule= filter.
+CREATE TABLE review_rules (
+	review_id  TEXT NOT NULL REFERENCES reviews (id) ON DELETE CASCADE,
+	rule       TEXT NOT NULL,
+	created_ns INTEGER NOT NULL,
+	PRIMARY KEY (review_id, rule)
+);
+CREATE INDEX review_rules_rule ON review_rules (rule, created_ns DESC, review_id DESC);
+
+-- Webhook outbox: written in the same transaction as the item change.
+CREATE TABLE webhook_outbox (
+	id         TEXT PRIMARY KEY,
+	type       TEXT NOT NULL,
+	review_id  TEXT NOT NULL,
+	body       BLOB NOT NULL,
+	created_ns INTEGER NOT NULL,
+	next_ns    INTEGER NOT NULL,
+	tries      INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX webhook_outbox_next ON webhook_outbox (next_ns);

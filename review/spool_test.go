@@ -1,0 +1,63 @@
+package review_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/contractd/contractd/review"
+	"github.com/contractd/contractd/review/storetest"
+)
+
+func TestSpoolDrain(t *testing.T) {
+	dir := t.TempDir()
+	sp := &review.Spool{Path: filepath.Join(dir, "review-spool.jsonl")}
+	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for _, id := range []string{"a", "b"} {
+		if err := sp.Append(storetest.NewItem(id, "r", at)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A torn line from a crash mid-append is skipped.
+	f, _ := os.OpenFile(sp.Path, os.O_APPEND|os.O_WRONLY, 0)
+	f.WriteString(`{"id":"tor`)
+	f.Close()
+	if it, ok := sp.Get("b"); !ok || it.ID != "b" {
+		t.Fatal("spooled item not found")
+	}
+	st := openSQLite(t)
+	// "a" already made it into the store before a crash.
+	if _, err := st.Create(context.Background(), storetest.NewItem("a", "r", at), false); err != nil {
+		t.Fatal(err)
+	}
+	var moved []string
+	n, err := sp.Drain(context.Background(), st, false, func(it *review.Item) { moved = append(moved, it.ID) })
+	if err != nil || n != 1 || len(moved) != 1 || moved[0] != "b" {
+		t.Fatalf("n=%d moved=%v err=%v", n, moved, err)
+	}
+	if sp.Pending() {
+		t.Fatal("spool not removed")
+	}
+	if _, err := st.Get(context.Background(), "b"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestHub(t *testing.T) {
+	h := review.NewHub()
+	ch, cancel := h.Subscribe("x")
+	_, cancel2 := h.Subscribe("y")
+	cancel2()
+	h.Notify("x")
+	select {
+	case <-ch:
+	case <-time.After(time.Second):
+		t.Fatal("not woken")
+	}
+	cancel()
+	if h.Waiting() != 0 {
+		t.Fatalf("%d waiting", h.Waiting())
+	}
+}

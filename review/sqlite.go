@@ -1,0 +1,510 @@
+package review
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"embed"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/url"
+	"path"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	_ "modernc.org/sqlite" // pure Go, no cgo
+)
+
+//go:embed migrations/sqlite/*.sql
+var sqliteMigrations embed.FS
+
+// SQLite is the embedded store: one file, no server.
+//
+// Durability: WAL with synchronous=FULL fsyncs the log on every commit, so
+// a write that returned has reached the disk before the caller answers the
+// client (NORMAL would only survive a process crash, not a power loss; FULL
+// costs one fsync per needs_review, which the benchmark shows is well
+// within budget). Writers take the lock at BEGIN (IMMEDIATE) so a
+// read-then-write transaction never fails half way with SQLITE_BUSY.
+type SQLite struct {
+	db *sql.DB
+}
+
+// OpenSQLite opens (creating when missing) the store at file and runs its
+// migrations.
+func OpenSQLite(ctx context.Context, file string) (*SQLite, error) {
+	q := url.Values{}
+	for _, p := range []string{"busy_timeout(10000)", "journal_mode(WAL)", "synchronous(FULL)", "foreign_keys(1)"} {
+		q.Add("_pragma", p)
+	}
+	q.Set("_txlock", "immediate")
+	db, err := sql.Open("sqlite", "file:"+file+"?"+q.Encode())
+	if err != nil {
+		return nil, fmt.Errorf("review store %s: %w", file, err)
+	}
+	db.SetMaxOpenConns(8)
+	db.SetConnMaxIdleTime(time.Minute)
+	if err := migrate(ctx, db, sqliteMigrations, "migrations/sqlite"); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("review store %s: %w", file, err)
+	}
+	return &SQLite{db: db}, nil
+}
+
+// migrate applies the embedded migrations not yet recorded, each in its own
+// transaction with the version row, so a second process starting at the
+// same moment waits for the lock and then finds the version applied.
+func migrate(ctx context.Context, db *sql.DB, fsys embed.FS, dir string) error {
+	if _, err := db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_ns INTEGER NOT NULL)`); err != nil {
+		return fmt.Errorf("migrations: %w", err)
+	}
+	names, err := fs.Glob(fsys, dir+"/*.sql")
+	if err != nil {
+		return err
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		base := path.Base(name)
+		v, err := strconv.Atoi(strings.SplitN(base, "_", 2)[0])
+		if err != nil {
+			return fmt.Errorf("migration %s: name must start with a version number", base)
+		}
+		body, _ := fsys.ReadFile(name)
+		tx, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			return fmt.Errorf("migration %s: %w", base, err)
+		}
+		var n int
+		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM schema_migrations WHERE version = ?`, v).Scan(&n); err != nil {
+			tx.Rollback()
+			return fmt.Errorf("migration %s: %w", base, err)
+		}
+		if n > 0 {
+			tx.Rollback()
+			continue
+		}
+		if _, err := tx.ExecContext(ctx, string(body)); err != nil {
+			tx.Rollback()
+			return fmt.Errorf("migration %s: %w", base, err)
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations (version, applied_ns) VALUES (?, ?)`, v, time.Now().UnixNano()); err != nil {
+			tx.Rollback()
+			return fmt.Errorf("migration %s: %w", base, err)
+		}
+		if err := tx.Commit(); err != nil {
+			return fmt.Errorf("migration %s: %w", base, err)
+		}
+	}
+	return nil
+}
+
+// Close closes the database.
+func (s *SQLite) Close() error { return s.db.Close() }
+
+func newID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+func nullTime(ns sql.NullInt64) *time.Time {
+	if !ns.Valid {
+		return nil
+	}
+	t := time.Unix(0, ns.Int64).UTC()
+	return &t
+}
+
+func (s *SQLite) Create(ctx context.Context, it *Item, webhook bool) (bool, error) {
+	atts, err := json.Marshal(nonNilAttempts(it.Attempts))
+	if err != nil {
+		return false, err
+	}
+	input := it.Input
+	if len(input) == 0 {
+		input = json.RawMessage("null")
+	}
+	req := it.Request
+	if len(req) == 0 {
+		req = json.RawMessage("null")
+	}
+	created := it.CreatedAt.UnixNano()
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return false, err
+	}
+	defer tx.Rollback()
+	res, err := tx.ExecContext(ctx, `INSERT INTO reviews (id, status, created_ns, route, prompt_name, prompt_sha,
+		contract_name, contract_sha, key_id, input, request, attempts) VALUES (?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT (id) DO NOTHING`,
+		it.ID, string(StatusPending), created, it.Route, it.Prompt.Name, it.Prompt.SHA256, it.Contract.Name, it.Contract.SHA256,
+		it.KeyID, string(input), string(req), string(atts))
+	if err != nil {
+		return false, err
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return false, nil
+	}
+	for _, r := range it.Rules() {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO review_rules (review_id, rule, created_ns) VALUES (?,?,?) ON CONFLICT DO NOTHING`, it.ID, r, created); err != nil {
+			return false, err
+		}
+	}
+	if webhook {
+		cp := *it
+		cp.Status, cp.ResolvedAt, cp.Resolution = StatusPending, nil, nil
+		if err := s.enqueue(ctx, tx, EventCreated, &cp); err != nil {
+			return false, err
+		}
+	}
+	return true, tx.Commit()
+}
+
+func (s *SQLite) enqueue(ctx context.Context, tx *sql.Tx, typ string, it *Item) error {
+	now := time.Now().UnixNano()
+	_, err := tx.ExecContext(ctx, `INSERT INTO webhook_outbox (id, type, review_id, body, created_ns, next_ns) VALUES (?,?,?,?,?,?)`,
+		newID(), typ, it.ID, WebhookBody(typ, it), now, now)
+	return err
+}
+
+func nonNilAttempts(a []Attempt) []Attempt {
+	if a == nil {
+		return []Attempt{}
+	}
+	return a
+}
+
+const itemColumns = `id, status, created_ns, resolved_ns, route, prompt_name, prompt_sha, contract_name, contract_sha, key_id, input, attempts, resolution`
+
+type scanner interface{ Scan(...any) error }
+
+func scanItem(sc scanner, withRequest bool) (*Item, error) {
+	var (
+		it               Item
+		status           string
+		created          int64
+		resolved         sql.NullInt64
+		input, atts, req string
+		resolution       sql.NullString
+	)
+	dest := []any{&it.ID, &status, &created, &resolved, &it.Route, &it.Prompt.Name, &it.Prompt.SHA256,
+		&it.Contract.Name, &it.Contract.SHA256, &it.KeyID, &input, &atts, &resolution}
+	if withRequest {
+		dest = append(dest, &req)
+	}
+	if err := sc.Scan(dest...); err != nil {
+		return nil, err
+	}
+	it.Status = Status(status)
+	it.CreatedAt = time.Unix(0, created).UTC()
+	it.ResolvedAt = nullTime(resolved)
+	it.Input = json.RawMessage(input)
+	if withRequest {
+		it.Request = json.RawMessage(req)
+	}
+	if err := json.Unmarshal([]byte(atts), &it.Attempts); err != nil {
+		return nil, fmt.Errorf("item %s: attempts: %w", it.ID, err)
+	}
+	if resolution.Valid {
+		it.Resolution = &Resolution{}
+		if err := json.Unmarshal([]byte(resolution.String), it.Resolution); err != nil {
+			return nil, fmt.Errorf("item %s: resolution: %w", it.ID, err)
+		}
+	}
+	return &it, nil
+}
+
+func (s *SQLite) Get(ctx context.Context, id string) (*Item, error) {
+	return getItem(ctx, s.db, id)
+}
+
+type queryer interface {
+	QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row
+}
+
+func getItem(ctx context.Context, q queryer, id string) (*Item, error) {
+	it, err := scanItem(q.QueryRowContext(ctx, `SELECT `+itemColumns+`, request FROM reviews WHERE id = ?`, id), true)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, ErrNotFound
+	}
+	return it, err
+}
+
+func (s *SQLite) List(ctx context.Context, f Filter) ([]*Item, string, error) {
+	if err := CheckFilter(&f); err != nil {
+		return nil, "", err
+	}
+	var where []string
+	var args []any
+	from := `reviews r`
+	col := func(c string) string { return "r." + c }
+	if f.Rule != "" {
+		// Drive the query from the rule index, newest first.
+		from = `review_rules x JOIN reviews r ON r.id = x.review_id`
+		where = append(where, `x.rule = ?`)
+		args = append(args, f.Rule)
+	}
+	if f.Status != "" {
+		where = append(where, col("status")+` = ?`)
+		args = append(args, string(f.Status))
+	}
+	if f.Route != "" {
+		where = append(where, col("route")+` = ?`)
+		args = append(args, f.Route)
+	}
+	if f.Contract != "" {
+		where = append(where, col("contract_name")+` = ?`)
+		args = append(args, f.Contract)
+	}
+	if f.Cursor != "" {
+		ns, id, err := decodeCursor(f.Cursor)
+		if err != nil {
+			return nil, "", err
+		}
+		where = append(where, `(r.created_ns < ? OR (r.created_ns = ? AND r.id < ?))`)
+		args = append(args, ns, ns, id)
+	}
+	q := `SELECT r.` + strings.ReplaceAll(itemColumns, ", ", ", r.") + ` FROM ` + from
+	if len(where) > 0 {
+		q += ` WHERE ` + strings.Join(where, ` AND `)
+	}
+	q += ` ORDER BY r.created_ns DESC, r.id DESC LIMIT ?`
+	args = append(args, f.Limit+1)
+	rows, err := s.db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, "", err
+	}
+	defer rows.Close()
+	items := []*Item{}
+	for rows.Next() {
+		it, err := scanItem(rows, false)
+		if err != nil {
+			return nil, "", err
+		}
+		items = append(items, it)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, "", err
+	}
+	next := ""
+	if len(items) > f.Limit {
+		items = items[:f.Limit]
+		last := items[len(items)-1]
+		next = encodeCursor(last.CreatedAt.UnixNano(), last.ID)
+	}
+	return items, next, nil
+}
+
+func (s *SQLite) Resolve(ctx context.Context, id string, r Resolve) (*Item, error) {
+	if r.Status != StatusApproved && r.Status != StatusRejected {
+		return nil, fmt.Errorf("resolve %s: status must be approved or rejected, not %q", id, r.Status)
+	}
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer tx.Rollback()
+	res, err := json.Marshal(r.Resolution)
+	if err != nil {
+		return nil, err
+	}
+	if len(r.Attempts) > 0 {
+		if _, err := s.appendTx(ctx, tx, id, r.Attempts); err != nil {
+			return nil, err
+		}
+	}
+	// The conditional update is what makes exactly one resolution win.
+	out, err := tx.ExecContext(ctx, `UPDATE reviews SET status = ?, resolved_ns = ?, resolution = ? WHERE id = ? AND status = ?`,
+		string(r.Status), r.At.UnixNano(), string(res), id, string(StatusPending))
+	if err != nil {
+		return nil, err
+	}
+	if n, _ := out.RowsAffected(); n == 0 {
+		return nil, missingOrResolved(ctx, tx, id)
+	}
+	it, err := getItem(ctx, tx, id)
+	if err != nil {
+		return nil, err
+	}
+	if r.Webhook {
+		if err := s.enqueue(ctx, tx, EventResolved, it); err != nil {
+			return nil, err
+		}
+	}
+	return it, tx.Commit()
+}
+
+func missingOrResolved(ctx context.Context, tx *sql.Tx, id string) error {
+	var n int
+	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM reviews WHERE id = ?`, id).Scan(&n); err != nil {
+		return err
+	}
+	if n == 0 {
+		return ErrNotFound
+	}
+	return ErrAlreadyResolved
+}
+
+func (s *SQLite) appendTx(ctx context.Context, tx *sql.Tx, id string, atts []Attempt) (*Item, error) {
+	var status, cur string
+	var created int64
+	err := tx.QueryRowContext(ctx, `SELECT status, attempts, created_ns FROM reviews WHERE id = ?`, id).Scan(&status, &cur, &created)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, err
+	}
+	if Status(status) != StatusPending {
+		return nil, ErrAlreadyResolved
+	}
+	var old []Attempt
+	if err := json.Unmarshal([]byte(cur), &old); err != nil {
+		return nil, err
+	}
+	seen := map[string]bool{}
+	rulesOf(old, seen)
+	all := append(old, atts...)
+	b, _ := json.Marshal(all)
+	out, err := tx.ExecContext(ctx, `UPDATE reviews SET attempts = ? WHERE id = ? AND status = ?`, string(b), id, string(StatusPending))
+	if err != nil {
+		return nil, err
+	}
+	if n, _ := out.RowsAffected(); n == 0 {
+		return nil, ErrAlreadyResolved
+	}
+	for _, r := range rulesOf(atts, seen) {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO review_rules (review_id, rule, created_ns) VALUES (?,?,?) ON CONFLICT DO NOTHING`, id, r, created); err != nil {
+			return nil, err
+		}
+	}
+	return getItem(ctx, tx, id)
+}
+
+func (s *SQLite) AppendAttempts(ctx context.Context, id string, atts []Attempt) (*Item, error) {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer tx.Rollback()
+	it, err := s.appendTx(ctx, tx, id, atts)
+	if err != nil {
+		return nil, err
+	}
+	return it, tx.Commit()
+}
+
+func (s *SQLite) Export(ctx context.Context, f ExportFilter, fn func(*Item) error) error {
+	var where []string
+	var args []any
+	if f.Status != "" {
+		where = append(where, `status = ?`)
+		args = append(args, string(f.Status))
+	}
+	if f.Route != "" {
+		where = append(where, `route = ?`)
+		args = append(args, f.Route)
+	}
+	if !f.Since.IsZero() {
+		where = append(where, `COALESCE(resolved_ns, created_ns) >= ?`)
+		args = append(args, f.Since.UnixNano())
+	}
+	q := `SELECT ` + itemColumns + ` FROM reviews`
+	if len(where) > 0 {
+		q += ` WHERE ` + strings.Join(where, ` AND `)
+	}
+	q += ` ORDER BY COALESCE(resolved_ns, created_ns) DESC, id DESC`
+	rows, err := s.db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		it, err := scanItem(rows, false)
+		if err != nil {
+			return err
+		}
+		if err := fn(it); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
+}
+
+func (s *SQLite) Pending(ctx context.Context) (map[string]int, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT route, count(*) FROM reviews WHERE status = ? GROUP BY route`, string(StatusPending))
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[string]int{}
+	for rows.Next() {
+		var r string
+		var n int
+		if err := rows.Scan(&r, &n); err != nil {
+			return nil, err
+		}
+		out[r] = n
+	}
+	return out, rows.Err()
+}
+
+func (s *SQLite) DeleteResolvedBefore(ctx context.Context, t time.Time) (int, error) {
+	total := 0
+	for _, st := range []Status{StatusApproved, StatusRejected} {
+		res, err := s.db.ExecContext(ctx, `DELETE FROM reviews WHERE status = ? AND resolved_ns < ?`, string(st), t.UnixNano())
+		if err != nil {
+			return total, err
+		}
+		n, _ := res.RowsAffected()
+		total += int(n)
+	}
+	return total, nil
+}
+
+func (s *SQLite) ClaimDeliveries(ctx context.Context, now time.Time, limit int, lease time.Duration) ([]Delivery, error) {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer tx.Rollback()
+	rows, err := tx.QueryContext(ctx, `SELECT id, type, review_id, body, created_ns, tries FROM webhook_outbox WHERE next_ns <= ? ORDER BY next_ns LIMIT ?`, now.UnixNano(), limit)
+	if err != nil {
+		return nil, err
+	}
+	var out []Delivery
+	for rows.Next() {
+		var d Delivery
+		var created int64
+		if err := rows.Scan(&d.ID, &d.Type, &d.ReviewID, &d.Body, &created, &d.Tries); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		d.CreatedAt = time.Unix(0, created).UTC()
+		out = append(out, d)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	for _, d := range out {
+		if _, err := tx.ExecContext(ctx, `UPDATE webhook_outbox SET next_ns = ? WHERE id = ?`, now.Add(lease).UnixNano(), d.ID); err != nil {
+			return nil, err
+		}
+	}
+	return out, tx.Commit()
+}
+
+func (s *SQLite) FinishDelivery(ctx context.Context, id string, done bool, retryAt time.Time) error {
+	var err error
+	if done {
+		_, err = s.db.ExecContext(ctx, `DELETE FROM webhook_outbox WHERE id = ?`, id)
+	} else {
+		_, err = s.db.ExecContext(ctx, `UPDATE webhook_outbox SET next_ns = ?, tries = tries + 1 WHERE id = ?`, retryAt.UnixNano(), id)
+	}
+	return err
+}

@@ -1,0 +1,144 @@
+package review
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Store keeps review items and the webhook outbox. Implementations must make
+// every acknowledged write durable (it survives kill -9) and resolve with a
+// conditional update so that of concurrent resolutions, across processes,
+// exactly one wins.
+type Store interface {
+	// Create stores a new pending item (and, when webhook is true, its
+	// review.created delivery in the same transaction). Creating an id that
+	// already exists changes nothing and reports created=false, so spooled
+	// items can be moved in again safely.
+	Create(ctx context.Context, it *Item, webhook bool) (created bool, err error)
+	// Get returns the whole item, or ErrNotFound.
+	Get(ctx context.Context, id string) (*Item, error)
+	// List returns items newest first (without Request) and the cursor of
+	// the next page ("" at the end).
+	List(ctx context.Context, f Filter) (items []*Item, next string, err error)
+	// Resolve moves a pending item to approved or rejected, appending
+	// r.Attempts first. ErrNotFound, or ErrAlreadyResolved when it is no
+	// longer pending. It returns the resolved item.
+	Resolve(ctx context.Context, id string, r Resolve) (*Item, error)
+	// AppendAttempts adds attempts to a pending item (ErrAlreadyResolved
+	// otherwise) and returns it.
+	AppendAttempts(ctx context.Context, id string, atts []Attempt) (*Item, error)
+	// Export calls fn for each item matching f, newest resolution first,
+	// streaming rather than loading every item.
+	Export(ctx context.Context, f ExportFilter, fn func(*Item) error) error
+	// Pending counts pending items per route.
+	Pending(ctx context.Context) (map[string]int, error)
+	// DeleteResolvedBefore deletes resolved items resolved before t; pending
+	// items are never deleted.
+	DeleteResolvedBefore(ctx context.Context, t time.Time) (int, error)
+	// ClaimDeliveries returns up to limit webhook deliveries due at now and
+	// hides them from other claimers until now+lease.
+	ClaimDeliveries(ctx context.Context, now time.Time, limit int, lease time.Duration) ([]Delivery, error)
+	// FinishDelivery deletes a delivery (done) or schedules its next try.
+	FinishDelivery(ctx context.Context, id string, done bool, retryAt time.Time) error
+	Close() error
+}
+
+// Filter selects items for List. Empty strings match everything.
+type Filter struct {
+	Status   Status
+	Route    string
+	Contract string
+	Rule     string // any attempt has a violation with this rule
+	Limit    int    // 1..500; 0 means DefaultLimit
+	Cursor   string
+}
+
+// List limits.
+const (
+	DefaultLimit = 50
+	MaxLimit     = 500
+)
+
+// ExportFilter selects items for Export.
+type ExportFilter struct {
+	Status Status    // "" = any
+	Route  string    // "" = any
+	Since  time.Time // resolved (or, for pending, created) at or after; zero = any
+}
+
+// Resolve is a resolution request.
+type Resolve struct {
+	Status     Status // approved or rejected
+	At         time.Time
+	Resolution Resolution
+	Attempts   []Attempt // appended before resolving (a rerun's attempts)
+	Webhook    bool      // enqueue review.resolved in the same transaction
+}
+
+// Delivery is one pending webhook POST.
+type Delivery struct {
+	ID        string
+	Type      string // review.created | review.resolved
+	ReviewID  string
+	Body      []byte
+	CreatedAt time.Time
+	Tries     int
+}
+
+// Webhook event types.
+const (
+	EventCreated  = "review.created"
+	EventResolved = "review.resolved"
+)
+
+// WebhookBody is the JSON a delivery posts: {type, review} with the list
+// form of the item (no request).
+func WebhookBody(typ string, it *Item) []byte {
+	lf := *it
+	lf.Request = nil
+	b, _ := json.Marshal(struct {
+		Type   string `json:"type"`
+		Review *Item  `json:"review"`
+	}{typ, &lf})
+	return b
+}
+
+// cursor encodes a position in newest-first order: (created, id).
+func encodeCursor(created int64, id string) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(created, 10) + ":" + id))
+}
+
+func decodeCursor(c string) (int64, string, error) {
+	b, err := base64.RawURLEncoding.DecodeString(c)
+	if err != nil {
+		return 0, "", ErrBadCursor
+	}
+	ns, id, ok := strings.Cut(string(b), ":")
+	if !ok {
+		return 0, "", ErrBadCursor
+	}
+	n, err := strconv.ParseInt(ns, 10, 64)
+	if err != nil {
+		return 0, "", ErrBadCursor
+	}
+	return n, id, nil
+}
+
+// CheckFilter normalises f.Limit and reports a limit out of range.
+func CheckFilter(f *Filter) error {
+	if f.Limit == 0 {
+		f.Limit = DefaultLimit
+	}
+	if f.Limit < 1 || f.Limit > MaxLimit {
+		return fmt.Errorf("limit must be 1..%d", MaxLimit)
+	}
+	if f.Status != "" && !f.Status.Valid() {
+		return fmt.Errorf("unknown status %q", f.Status)
+	}
+	return nil
+}

@@ -1,0 +1,422 @@
+// Package storetest is the behaviour every review.Store must show, as one
+// table run against each implementation (the SQLite file here, PostgreSQL
+// in its own test), so backends cannot drift apart.
+package storetest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/contractd/contractd/audit"
+	"github.com/contractd/contractd/contracts"
+	"github.com/contractd/contractd/review"
+)
+
+// base is a fixed instant so ordering is deterministic.
+var base = time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC)
+
+// NewItem returns a pending item with two failed attempts.
+func NewItem(id, route string, at time.Time, rules ...string) *review.Item {
+	if len(rules) == 0 {
+		rules = []string{"required"}
+	}
+	var vs []contracts.Violation
+	for _, r := range rules {
+		vs = append(vs, contracts.Violation{Kind: "schema", Path: "", Rule: r, Message: r + " failed"})
+	}
+	return &review.Item{
+		ID: id, Status: review.StatusPending, CreatedAt: at, Route: route,
+		Prompt:   review.Ref{Name: "p", SHA256: "aa"},
+		Contract: review.Ref{Name: "k_" + route, SHA256: "bb"},
+		KeyID:    "0123456789ab",
+		Input:    json.RawMessage(`{"body":"hello <script>"}`),
+		Request:  json.RawMessage(`{"model":"` + route + `","messages":[]}`),
+		Attempts: []review.Attempt{
+			{Attempt: 1, Temperature: 0.7, FinishReason: "stop", Usage: audit.Usage{PromptTokens: 1, CompletionTokens: 2, TotalTokens: 3}, Violations: vs, OutputSHA256: "cc", Output: `{"x":1}`},
+			{Attempt: 2, Temperature: 0, Shortened: true, FinishReason: "stop", Violations: vs[:1], Output: "not json"},
+		},
+	}
+}
+
+func approve(at time.Time) review.Resolve {
+	return review.Resolve{Status: review.StatusApproved, At: at,
+		Resolution: review.Resolution{By: review.ByReviewer, Reviewer: "ann", Note: "ok", Output: json.RawMessage(`{"ok":true}`)}}
+}
+
+func ctx() context.Context { return context.Background() }
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func create(t *testing.T, s review.Store, its ...*review.Item) {
+	t.Helper()
+	for _, it := range its {
+		ok, err := s.Create(ctx(), it, false)
+		must(t, err)
+		if !ok {
+			t.Fatalf("create %s: not created", it.ID)
+		}
+	}
+}
+
+func ids(items []*review.Item) []string {
+	out := []string{}
+	for _, it := range items {
+		out = append(out, it.ID)
+	}
+	return out
+}
+
+func eq(t *testing.T, what string, got, want any) {
+	t.Helper()
+	g, _ := json.Marshal(got)
+	w, _ := json.Marshal(want)
+	if string(g) != string(w) {
+		t.Fatalf("%s:\n got %s\nwant %s", what, g, w)
+	}
+}
+
+// behaviours is the table: each runs on a fresh store.
+var behaviours = []struct {
+	name string
+	run  func(t *testing.T, s review.Store)
+}{
+	{"create then get round-trips every field", func(t *testing.T, s review.Store) {
+		it := NewItem("r1", "a", base)
+		create(t, s, it)
+		got, err := s.Get(ctx(), "r1")
+		must(t, err)
+		eq(t, "item", got, it)
+		if got.ResolvedAt != nil || got.Resolution != nil {
+			t.Fatal("pending item has resolution")
+		}
+	}},
+	{"create of an existing id is a no-op", func(t *testing.T, s review.Store) {
+		create(t, s, NewItem("r1", "a", base))
+		other := NewItem("r1", "b", base.Add(time.Hour))
+		ok, err := s.Create(ctx(), other, false)
+		must(t, err)
+		if ok {
+			t.Fatal("second create reported created")
+		}
+		got, _ := s.Get(ctx(), "r1")
+		eq(t, "route", got.Route, "a")
+	}},
+	{"get unknown id is ErrNotFound", func(t *testing.T, s review.Store) {
+		_, err := s.Get(ctx(), "nope")
+		if !errors.Is(err, review.ErrNotFound) {
+			t.Fatalf("got %v", err)
+		}
+	}},
+	{"empty attempts round-trip as a list", func(t *testing.T, s review.Store) {
+		it := NewItem("r1", "a", base)
+		it.Attempts = nil
+		create(t, s, it)
+		got, _ := s.Get(ctx(), "r1")
+		if got.Attempts == nil || len(got.Attempts) != 0 {
+			t.Fatalf("attempts %#v", got.Attempts)
+		}
+	}},
+	{"list is newest first, omits request, paginates by cursor", func(t *testing.T, s review.Store) {
+		for i := 0; i < 7; i++ {
+			create(t, s, NewItem(fmt.Sprintf("r%d", i), "a", base.Add(time.Duration(i)*time.Second)))
+		}
+		// Two items at the same instant order by id, and paging never
+		// skips or repeats one.
+		create(t, s, NewItem("s1", "a", base.Add(3*time.Second)), NewItem("s2", "a", base.Add(3*time.Second)))
+		var all []string
+		cur := ""
+		for page := 0; ; page++ {
+			items, next, err := s.List(ctx(), review.Filter{Limit: 3, Cursor: cur})
+			must(t, err)
+			for _, it := range items {
+				if it.Request != nil {
+					t.Fatal("list item has request")
+				}
+			}
+			all = append(all, ids(items)...)
+			if next == "" {
+				break
+			}
+			cur = next
+			if page > 10 {
+				t.Fatal("cursor loops")
+			}
+		}
+		eq(t, "order", all, []string{"r6", "r5", "r4", "s2", "s1", "r3", "r2", "r1", "r0"})
+	}},
+	{"list default limit is 50 and limits outside 1..500 are refused", func(t *testing.T, s review.Store) {
+		for i := 0; i < 52; i++ {
+			create(t, s, NewItem(fmt.Sprintf("r%02d", i), "a", base.Add(time.Duration(i)*time.Millisecond)))
+		}
+		items, next, err := s.List(ctx(), review.Filter{})
+		must(t, err)
+		if len(items) != 50 || next == "" {
+			t.Fatalf("%d items, next %q", len(items), next)
+		}
+		for _, l := range []int{-1, 501} {
+			if _, _, err := s.List(ctx(), review.Filter{Limit: l}); err == nil {
+				t.Fatalf("limit %d accepted", l)
+			}
+		}
+		items, _, err = s.List(ctx(), review.Filter{Limit: 500})
+		must(t, err)
+		if len(items) != 52 {
+			t.Fatalf("limit 500: %d", len(items))
+		}
+	}},
+	{"bad cursor is ErrBadCursor", func(t *testing.T, s review.Store) {
+		_, _, err := s.List(ctx(), review.Filter{Cursor: "!!"})
+		if !errors.Is(err, review.ErrBadCursor) {
+			t.Fatalf("got %v", err)
+		}
+	}},
+	{"list filters status route contract rule, combined", func(t *testing.T, s review.Store) {
+		create(t, s,
+			NewItem("a1", "a", base, "required"),
+			NewItem("a2", "a", base.Add(time.Second), "enum", "label"),
+			NewItem("b1", "b", base.Add(2*time.Second), "label"),
+			NewItem("b2", "b", base.Add(3*time.Second), "required"))
+		_, err := s.Resolve(ctx(), "b2", approve(base.Add(time.Hour)))
+		must(t, err)
+		for _, c := range []struct {
+			f    review.Filter
+			want []string
+		}{
+			{review.Filter{Status: review.StatusPending}, []string{"b1", "a2", "a1"}},
+			{review.Filter{Status: review.StatusApproved}, []string{"b2"}},
+			{review.Filter{Status: review.StatusRejected}, []string{}},
+			{review.Filter{Route: "a"}, []string{"a2", "a1"}},
+			{review.Filter{Contract: "k_b"}, []string{"b2", "b1"}},
+			{review.Filter{Rule: "label"}, []string{"b1", "a2"}},
+			{review.Filter{Rule: "label", Route: "b"}, []string{"b1"}},
+			{review.Filter{Rule: "required", Status: review.StatusPending}, []string{"a1"}},
+			{review.Filter{Rule: "nope"}, []string{}},
+			{review.Filter{Rule: "label", Limit: 1}, []string{"b1"}},
+		} {
+			items, _, err := s.List(ctx(), c.f)
+			must(t, err)
+			eq(t, fmt.Sprintf("%+v", c.f), ids(items), c.want)
+		}
+		// rule filter pages too
+		items, next, err := s.List(ctx(), review.Filter{Rule: "label", Limit: 1})
+		must(t, err)
+		items, _, err = s.List(ctx(), review.Filter{Rule: "label", Limit: 1, Cursor: next})
+		must(t, err)
+		eq(t, "rule page 2", ids(items), []string{"a2"})
+	}},
+	{"resolve approves once; the second is ErrAlreadyResolved and changes nothing", func(t *testing.T, s review.Store) {
+		create(t, s, NewItem("r1", "a", base))
+		at := base.Add(time.Hour)
+		it, err := s.Resolve(ctx(), "r1", approve(at))
+		must(t, err)
+		eq(t, "status", it.Status, review.StatusApproved)
+		eq(t, "resolved_at", it.ResolvedAt, at)
+		eq(t, "resolution", it.Resolution, approve(at).Resolution)
+		_, err = s.Resolve(ctx(), "r1", review.Resolve{Status: review.StatusRejected, At: at.Add(time.Hour), Resolution: review.Resolution{By: review.ByReviewer, Reviewer: "bob"}})
+		if !errors.Is(err, review.ErrAlreadyResolved) {
+			t.Fatalf("second resolve: %v", err)
+		}
+		got, _ := s.Get(ctx(), "r1")
+		eq(t, "after", got.Resolution.Reviewer, "ann")
+		eq(t, "status after", got.Status, review.StatusApproved)
+	}},
+	{"resolve unknown is ErrNotFound; bad status refused", func(t *testing.T, s review.Store) {
+		if _, err := s.Resolve(ctx(), "nope", approve(base)); !errors.Is(err, review.ErrNotFound) {
+			t.Fatalf("got %v", err)
+		}
+		create(t, s, NewItem("r1", "a", base))
+		if _, err := s.Resolve(ctx(), "r1", review.Resolve{Status: review.StatusPending, At: base}); err == nil {
+			t.Fatal("resolve to pending accepted")
+		}
+	}},
+	{"50 concurrent resolutions: exactly one wins", func(t *testing.T, s review.Store) {
+		create(t, s, NewItem("r1", "a", base))
+		var wins, lost atomic.Int32
+		var wg sync.WaitGroup
+		for i := 0; i < 50; i++ {
+			wg.Add(1)
+			go func(i int) {
+				defer wg.Done()
+				r := approve(base.Add(time.Duration(i) * time.Second))
+				r.Resolution.Reviewer = fmt.Sprint("r", i)
+				_, err := s.Resolve(ctx(), "r1", r)
+				switch {
+				case err == nil:
+					wins.Add(1)
+				case errors.Is(err, review.ErrAlreadyResolved):
+					lost.Add(1)
+				default:
+					t.Error(err)
+				}
+			}(i)
+		}
+		wg.Wait()
+		if wins.Load() != 1 || lost.Load() != 49 {
+			t.Fatalf("wins %d lost %d", wins.Load(), lost.Load())
+		}
+	}},
+	{"append attempts keeps order, feeds the rule filter, refused once resolved", func(t *testing.T, s review.Store) {
+		create(t, s, NewItem("r1", "a", base))
+		extra := []review.Attempt{{Attempt: 3, Temperature: 0.7, Violations: []contracts.Violation{{Kind: "policy", Rule: "questions"}}, Output: "x"}}
+		it, err := s.AppendAttempts(ctx(), "r1", extra)
+		must(t, err)
+		eq(t, "attempt numbers", []int{it.Attempts[0].Attempt, it.Attempts[1].Attempt, it.Attempts[2].Attempt}, []int{1, 2, 3})
+		items, _, err := s.List(ctx(), review.Filter{Rule: "questions"})
+		must(t, err)
+		eq(t, "rule", ids(items), []string{"r1"})
+		_, err = s.Resolve(ctx(), "r1", approve(base))
+		must(t, err)
+		if _, err := s.AppendAttempts(ctx(), "r1", extra); !errors.Is(err, review.ErrAlreadyResolved) {
+			t.Fatalf("append after resolve: %v", err)
+		}
+		if _, err := s.AppendAttempts(ctx(), "nope", extra); !errors.Is(err, review.ErrNotFound) {
+			t.Fatalf("append unknown: %v", err)
+		}
+	}},
+	{"resolve with attempts appends them (rerun)", func(t *testing.T, s review.Store) {
+		create(t, s, NewItem("r1", "a", base))
+		r := approve(base)
+		r.Resolution.By = review.ByRerun
+		r.Attempts = []review.Attempt{{Attempt: 3, Output: `{"ok":true}`, Violations: []contracts.Violation{}}}
+		it, err := s.Resolve(ctx(), "r1", r)
+		must(t, err)
+		if len(it.Attempts) != 3 || it.Resolution.By != review.ByRerun {
+			t.Fatalf("%+v", it)
+		}
+	}},
+	{"pending counts per route", func(t *testing.T, s review.Store) {
+		create(t, s, NewItem("a1", "a", base), NewItem("a2", "a", base), NewItem("b1", "b", base))
+		_, err := s.Resolve(ctx(), "a1", approve(base))
+		must(t, err)
+		got, err := s.Pending(ctx())
+		must(t, err)
+		eq(t, "pending", got, map[string]int{"a": 1, "b": 1})
+	}},
+	{"retention deletes resolved items only", func(t *testing.T, s review.Store) {
+		create(t, s, NewItem("old", "a", base), NewItem("new", "a", base), NewItem("pend", "a", base.Add(-1000*time.Hour)))
+		_, err := s.Resolve(ctx(), "old", approve(base))
+		must(t, err)
+		_, err = s.Resolve(ctx(), "new", approve(base.Add(48*time.Hour)))
+		must(t, err)
+		n, err := s.DeleteResolvedBefore(ctx(), base.Add(24*time.Hour))
+		must(t, err)
+		eq(t, "deleted", n, 1)
+		if _, err := s.Get(ctx(), "old"); !errors.Is(err, review.ErrNotFound) {
+			t.Fatal("old survived")
+		}
+		for _, id := range []string{"new", "pend"} {
+			if _, err := s.Get(ctx(), id); err != nil {
+				t.Fatalf("%s: %v", id, err)
+			}
+		}
+		items, _, err := s.List(ctx(), review.Filter{Rule: "required"})
+		must(t, err)
+		eq(t, "rule index follows deletes", ids(items), []string{"new", "pend"})
+	}},
+	{"export streams by filter with output", func(t *testing.T, s review.Store) {
+		create(t, s, NewItem("a1", "a", base), NewItem("a2", "a", base), NewItem("b1", "b", base))
+		_, err := s.Resolve(ctx(), "a1", approve(base.Add(time.Hour)))
+		must(t, err)
+		_, err = s.Resolve(ctx(), "b1", approve(base.Add(2*time.Hour)))
+		must(t, err)
+		var got []string
+		must(t, s.Export(ctx(), review.ExportFilter{Status: review.StatusApproved}, func(it *review.Item) error {
+			got = append(got, it.ID)
+			if it.Resolution == nil || string(it.Resolution.Output) != `{"ok":true}` {
+				t.Errorf("%s: resolution %+v", it.ID, it.Resolution)
+			}
+			return nil
+		}))
+		eq(t, "approved", got, []string{"b1", "a1"})
+		got = nil
+		must(t, s.Export(ctx(), review.ExportFilter{Status: review.StatusApproved, Route: "a"}, func(it *review.Item) error {
+			got = append(got, it.ID)
+			return nil
+		}))
+		eq(t, "route a", got, []string{"a1"})
+		got = nil
+		must(t, s.Export(ctx(), review.ExportFilter{Status: review.StatusApproved, Since: base.Add(90 * time.Minute)}, func(it *review.Item) error {
+			got = append(got, it.ID)
+			return nil
+		}))
+		eq(t, "since", got, []string{"b1"})
+		stop := errors.New("stop")
+		if err := s.Export(ctx(), review.ExportFilter{}, func(*review.Item) error { return stop }); !errors.Is(err, stop) {
+			t.Fatalf("callback error not returned: %v", err)
+		}
+	}},
+	{"webhook outbox: written with the change, claimed once per lease, finished", func(t *testing.T, s review.Store) {
+		it := NewItem("r1", "a", base)
+		_, err := s.Create(ctx(), it, true)
+		must(t, err)
+		r := approve(base)
+		r.Webhook = true
+		_, err = s.Resolve(ctx(), "r1", r)
+		must(t, err)
+		now := time.Now()
+		ds, err := s.ClaimDeliveries(ctx(), now, 10, time.Minute)
+		must(t, err)
+		if len(ds) != 2 {
+			t.Fatalf("%d deliveries", len(ds))
+		}
+		types := map[string]bool{}
+		for _, d := range ds {
+			types[d.Type] = true
+			var body struct {
+				Type   string       `json:"type"`
+				Review *review.Item `json:"review"`
+			}
+			must(t, json.Unmarshal(d.Body, &body))
+			if body.Type != d.Type || body.Review.ID != "r1" || body.Review.Request != nil || d.ReviewID != "r1" {
+				t.Fatalf("body %s", d.Body)
+			}
+			if d.Type == review.EventResolved && body.Review.Status != review.StatusApproved {
+				t.Fatalf("resolved body %s", d.Body)
+			}
+		}
+		if !types[review.EventCreated] || !types[review.EventResolved] {
+			t.Fatalf("types %v", types)
+		}
+		again, err := s.ClaimDeliveries(ctx(), now, 10, time.Minute)
+		must(t, err)
+		if len(again) != 0 {
+			t.Fatal("claimed twice within the lease")
+		}
+		must(t, s.FinishDelivery(ctx(), ds[0].ID, true, time.Time{}))
+		must(t, s.FinishDelivery(ctx(), ds[1].ID, false, now.Add(time.Second)))
+		later, err := s.ClaimDeliveries(ctx(), now.Add(2*time.Second), 10, time.Minute)
+		must(t, err)
+		if len(later) != 1 || later[0].ID != ds[1].ID || later[0].Tries != 1 {
+			t.Fatalf("after retry: %+v", later)
+		}
+	}},
+	{"no webhook rows without webhook", func(t *testing.T, s review.Store) {
+		create(t, s, NewItem("r1", "a", base))
+		ds, err := s.ClaimDeliveries(ctx(), time.Now().Add(time.Hour), 10, time.Minute)
+		must(t, err)
+		if len(ds) != 0 {
+			t.Fatalf("%d deliveries", len(ds))
+		}
+	}},
+}
+
+// Run runs every behaviour against a fresh store from open. open must
+// register the store's cleanup (Close) with t.
+func Run(t *testing.T, open func(t *testing.T) review.Store) {
+	for _, b := range behaviours {
+		t.Run(b.name, func(t *testing.T) {
+			b.run(t, open(t))
+		})
+	}
+}
