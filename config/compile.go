@@ -55,6 +55,7 @@ func (p *Parsed) Compile() (*Runtime, error) {
 	}
 	c.server()
 	c.audit()
+	c.review()
 	c.upstreams()
 	c.labels()
 	c.prompts()
@@ -105,7 +106,7 @@ func (c *compiler) server() {
 	s := c.p.File.Server
 	out := ServerSettings{
 		Listen: s.Listen, MaxBodyBytes: s.MaxBodyBytes, RequestTimeout: s.RequestTimeout,
-		APIKeysEnv: s.APIKeysEnv, RateLimit: s.RateLimit, ShutdownTimeout: s.ShutdownTimeout,
+		APIKeysEnv: s.APIKeysEnv, AdminKeysEnv: s.AdminKeysEnv, RateLimit: s.RateLimit, ShutdownTimeout: s.ShutdownTimeout,
 		LogLevel: s.LogLevel,
 	}
 	if out.Listen == "" {
@@ -124,6 +125,11 @@ func (c *compiler) server() {
 	}
 	if out.ShutdownTimeout == 0 {
 		out.ShutdownTimeout = DefaultShutdownTimeout
+	}
+	for _, e := range []struct{ key, v string }{{"api_keys_env", s.APIKeysEnv}, {"admin_keys_env", s.AdminKeysEnv}} {
+		if e.v != "" && !envNameRE.MatchString(e.v) {
+			c.ps.add("server."+e.key, "%q is not an environment variable name", e.v)
+		}
 	}
 	if rl := s.RateLimit; rl != nil && (rl.RequestsPerSecond <= 0 || rl.Burst < 0) {
 		c.ps.add("server.rate_limit", "requests_per_second must be positive and burst not negative")
@@ -157,6 +163,79 @@ func (c *compiler) audit() {
 		out.Path = c.abs(a.Path)
 	}
 	c.rt.Audit = out
+}
+
+func (c *compiler) review() {
+	r := c.p.File.Review
+	out := ReviewSettings{Store: r.Store, Retention: r.Retention, DSNEnv: r.DSNEnv}
+	if out.Store == "" {
+		out.Store = "sqlite"
+	}
+	if out.Retention == 0 {
+		out.Retention = DefaultReviewRetention
+	}
+	envSet := func(key, name string) {
+		switch {
+		case !envNameRE.MatchString(name):
+			c.ps.add(key, "%q is not an environment variable name", name)
+		case !c.hasEnv(name):
+			c.ps.add(key, "environment variable %s is not set", name)
+		}
+	}
+	switch out.Store {
+	case "sqlite":
+		p := r.Path
+		if p == "" {
+			p = DefaultReviewPath
+		}
+		out.Path = c.abs(p)
+		out.SpoolPath = filepath.Join(filepath.Dir(out.Path), ReviewSpoolFile)
+		if r.DSNEnv != "" {
+			c.ps.add("review.dsn_env", "dsn_env is only used with store: postgres")
+		}
+	case "postgres":
+		if r.Path != "" {
+			c.ps.add("review.path", "path is only used with store: sqlite")
+		}
+		if out.DSNEnv == "" {
+			out.DSNEnv = DefaultReviewDSNEnv
+		}
+		envSet("review.dsn_env", out.DSNEnv)
+		out.SpoolPath = filepath.Join(c.p.Dir, ReviewSpoolFile)
+	case "none":
+		if r.Path != "" || r.DSNEnv != "" {
+			c.ps.add("review.store", "store none keeps nothing: remove path and dsn_env")
+		}
+	default:
+		c.ps.add("review.store", "unknown store %q (sqlite, postgres, none)", r.Store)
+	}
+	if w := r.Webhook; w != nil {
+		u, err := url.Parse(w.URL)
+		switch {
+		case w.URL == "":
+			c.ps.add("review.webhook.url", "webhook needs a url")
+		case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
+			c.ps.add("review.webhook.url", "%q is not an http(s) URL", w.URL)
+		case u.User != nil:
+			c.ps.add("review.webhook.url", "url must not carry credentials")
+		}
+		if w.SecretEnv == "" {
+			c.ps.add("review.webhook.secret_env", "webhook needs secret_env (the variable holding the signing secret)")
+		} else {
+			envSet("review.webhook.secret_env", w.SecretEnv)
+		}
+		if out.Store == "none" {
+			c.ps.add("review.webhook", "webhook needs a store (its pending deliveries live there)")
+		}
+		out.Webhook = &WebhookSettings{URL: w.URL, SecretEnv: w.SecretEnv}
+	}
+	c.rt.Review = out
+}
+
+// hasEnv reports whether an environment variable is set (and not empty).
+func (c *compiler) hasEnv(name string) bool {
+	v, ok := os.LookupEnv(name)
+	return ok && v != ""
 }
 
 func (c *compiler) upstreams() {

@@ -16,6 +16,22 @@ type File struct {
 	Prompts   []PromptDef   `yaml:"prompts"`
 	Contracts []ContractDef `yaml:"contracts"`
 	Routes    []RouteDef    `yaml:"routes"`
+	Review    Review        `yaml:"review"`
+}
+
+// Review is the review queue's store and events.
+type Review struct {
+	Store     string        `yaml:"store"`
+	Path      string        `yaml:"path"`
+	DSNEnv    string        `yaml:"dsn_env"`
+	Retention time.Duration `yaml:"retention"`
+	Webhook   *WebhookDef   `yaml:"webhook"`
+}
+
+// WebhookDef is where review events are POSTed.
+type WebhookDef struct {
+	URL       string `yaml:"url"`
+	SecretEnv string `yaml:"secret_env"`
 }
 
 type Server struct {
@@ -24,6 +40,7 @@ type Server struct {
 	MaxBodyBytes   int64         `yaml:"max_body_bytes"`
 	RequestTimeout time.Duration `yaml:"request_timeout"`
 	APIKeysEnv     string        `yaml:"api_keys_env"`
+	AdminKeysEnv   string        `yaml:"admin_keys_env"`
 	// Extensions beyond SPEC §2 (documented in docs/config.md).
 	RateLimit       *RateLimit    `yaml:"rate_limit"`
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`

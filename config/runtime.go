@@ -14,6 +14,7 @@ type Runtime struct {
 	SHA256    string // of the config file's bytes
 	Server    ServerSettings
 	Audit     AuditSettings
+	Review    ReviewSettings
 	Upstreams map[string]*Upstream
 	Labels    map[string][]string
 	Prompts   map[string]*contracts.Prompt
@@ -33,6 +34,7 @@ type ServerSettings struct {
 	MaxBodyBytes    int64
 	RequestTimeout  time.Duration
 	APIKeysEnv      string
+	AdminKeysEnv    string // "" or unset: the admin endpoints follow the client-key rule
 	RateLimit       *RateLimit
 	ShutdownTimeout time.Duration
 	LogLevel        string
@@ -43,6 +45,24 @@ type AuditSettings struct {
 	Sink           string // stdout | file | none
 	Path           string
 	IncludeContent bool
+}
+
+// ReviewSettings are review settings with defaults applied; Path is absolute.
+type ReviewSettings struct {
+	Store     string // sqlite | postgres | none
+	Path      string // sqlite file
+	DSNEnv    string // postgres: variable holding the DSN
+	Retention time.Duration
+	Webhook   *WebhookSettings // nil: no webhook
+	// SpoolPath is where items the store could not take are appended:
+	// beside the sqlite file, or beside the config file for postgres.
+	SpoolPath string
+}
+
+// WebhookSettings: the secret itself is read from SecretEnv when serving.
+type WebhookSettings struct {
+	URL       string
+	SecretEnv string
 }
 
 // Upstream is an OpenAI-compatible endpoint. The key itself is read from
@@ -86,4 +106,8 @@ const (
 	DefaultMaxRetries      = 2
 	DefaultMaxOutputBytes  = 65536
 	DefaultMaxOutputTokens = 1024
+	DefaultReviewPath      = "reviews.db"
+	DefaultReviewRetention = 720 * time.Hour
+	DefaultReviewDSNEnv    = "CONTRACTD_REVIEW_DSN"
+	ReviewSpoolFile        = "review-spool.jsonl"
 )

@@ -1,0 +1,78 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestReviewProblems(t *testing.T) {
+	tests := []struct {
+		name, yaml string
+		want       string
+	}{
+		{"unknown key", base + "review: {stroe: sqlite}\n", `review.stroe: unknown key "stroe"`},
+		{"unknown webhook key", base + "review: {webhook: {url: \"http://127.0.0.1:1/h\", secret_env: CONTRACTD_TEST_SECRET, sekret: x}}\n", `review.webhook.sekret: unknown key "sekret"`},
+		{"unknown store", base + "review: {store: mysql}\n", `review.store: unknown store "mysql" (sqlite, postgres, none)`},
+		{"bad retention", base + "review: {retention: forever}\n", `review.retention: invalid duration "forever"`},
+		{"unset dsn env", base + "review: {store: postgres, dsn_env: NOPE_DSN_UNSET}\n", `review.dsn_env: environment variable NOPE_DSN_UNSET is not set`},
+		{"default dsn env unset", base + "review: {store: postgres}\n", `review.dsn_env: environment variable CONTRACTD_REVIEW_DSN is not set`},
+		{"dsn_env with sqlite", base + "review: {dsn_env: X}\n", `review.dsn_env: dsn_env is only used with store: postgres`},
+		{"path with postgres", base + "review: {store: postgres, dsn_env: CONTRACTD_TEST_SECRET, path: x.db}\n", `review.path: path is only used with store: sqlite`},
+		{"unset webhook secret", base + "review: {webhook: {url: \"http://127.0.0.1:1/h\", secret_env: NOPE_SECRET_UNSET}}\n", `review.webhook.secret_env: environment variable NOPE_SECRET_UNSET is not set`},
+		{"webhook without secret", base + "review: {webhook: {url: \"http://127.0.0.1:1/h\"}}\n", `review.webhook.secret_env: webhook needs secret_env`},
+		{"webhook bad url", base + "review: {webhook: {url: \"ftp://x\", secret_env: CONTRACTD_TEST_SECRET}}\n", `review.webhook.url: "ftp://x" is not an http(s) URL`},
+		{"webhook needs a store", base + "review: {store: none, webhook: {url: \"http://127.0.0.1:1/h\", secret_env: CONTRACTD_TEST_SECRET}}\n", `review.webhook: webhook needs a store`},
+		{"admin_keys_env bad name", "server: {admin_keys_env: \"not a name\"}\n" + base, `server.admin_keys_env: "not a name" is not an environment variable name`},
+		{"unknown server key", "server: {admin_keys: X}\n" + base, `server.admin_keys: unknown key "admin_keys"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := problemsOf(t, tt.yaml, map[string]string{"CONTRACTD_TEST_SECRET": "s"})
+			for _, g := range got {
+				if strings.Contains(g, tt.want) {
+					return
+				}
+			}
+			t.Errorf("no problem containing %q; got:\n  %s", tt.want, strings.Join(got, "\n  "))
+		})
+	}
+}
+
+func TestReviewLineNumbers(t *testing.T) {
+	_, err := LoadBytes("c.yaml", []byte(base+"review:\n  store: sqlite\n  retention: 3 days\n"))
+	if err == nil || !strings.Contains(err.Error(), "c.yaml:12: review.retention: invalid duration") {
+		t.Fatalf("got %v", err)
+	}
+}
+
+func TestReviewDefaults(t *testing.T) {
+	dir := t.TempDir()
+	os.MkdirAll(filepath.Join(dir, "schemas"), 0o755)
+	os.WriteFile(filepath.Join(dir, "schemas", "ok.json"), []byte(`{"type":"object","additionalProperties":false,"properties":{"a":{"type":"string"}}}`), 0o644)
+	p := filepath.Join(dir, "c.yaml")
+	os.WriteFile(p, []byte(base), 0o644)
+	rt, err := Load(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rt.Review
+	if r.Store != "sqlite" || r.Path != filepath.Join(dir, "reviews.db") || r.Retention != 720*time.Hour ||
+		r.SpoolPath != filepath.Join(dir, "review-spool.jsonl") || r.Webhook != nil {
+		t.Fatalf("%+v", r)
+	}
+	t.Setenv("PG_DSN_TEST", "postgres://x")
+	t.Setenv("HOOK_SECRET_TEST", "s")
+	os.WriteFile(p, []byte(base+"server: {admin_keys_env: ADMINS}\nreview: {store: postgres, dsn_env: PG_DSN_TEST, retention: 1h, webhook: {url: \"https://h.example/x\", secret_env: HOOK_SECRET_TEST}}\n"), 0o644)
+	rt, err = Load(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r = rt.Review
+	if r.Store != "postgres" || r.DSNEnv != "PG_DSN_TEST" || r.Retention != time.Hour || r.SpoolPath != filepath.Join(dir, "review-spool.jsonl") ||
+		r.Webhook == nil || r.Webhook.URL != "https://h.example/x" || rt.Server.AdminKeysEnv != "ADMINS" {
+		t.Fatalf("%+v %+v", r, rt.Server)
+	}
+}
