@@ -71,6 +71,7 @@ type Attempt struct {
 
 // Event is one request's audit record.
 type Event struct {
+	Event       string          `json:"event"` // "request"
 	Time        time.Time       `json:"time"`
 	RequestID   string          `json:"request_id"`
 	Route       string          `json:"route"`
@@ -144,6 +145,34 @@ func (s *writerSink) Close() error {
 		return err
 	}
 	return s.f.Close()
+}
+
+// ResolvedEvent is the audit line of a review resolution.
+type ResolvedEvent struct {
+	Event        string    `json:"event"` // "review_resolved"
+	Time         time.Time `json:"time"`
+	ReviewID     string    `json:"review_id"`
+	Route        string    `json:"route"`
+	Status       string    `json:"status"`
+	By           string    `json:"by"`
+	Reviewer     string    `json:"reviewer"`
+	OutputSHA256 string    `json:"output_sha256"`
+}
+
+// ResolvedWriter is implemented by sinks that take review_resolved lines.
+type ResolvedWriter interface {
+	WriteResolved(ev *ResolvedEvent) error
+}
+
+func (s *writerSink) WriteResolved(ev *ResolvedEvent) error {
+	b, err := json.Marshal(ev)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, err = s.w.Write(append(b, '\n'))
+	return err
 }
 
 type nopSink struct{}

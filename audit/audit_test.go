@@ -84,7 +84,7 @@ func TestEventJSON(t *testing.T) {
 	if err := json.Unmarshal([]byte(lines[1]), &m2); err != nil {
 		t.Fatal(err)
 	}
-	base := []string{"attempts", "budget", "contract", "duration_ms", "input_sha256", "outcome", "prompt", "request_id",
+	base := []string{"attempts", "budget", "contract", "duration_ms", "event", "input_sha256", "outcome", "prompt", "request_id",
 		"route", "status", "time", "usage"}
 	if got := keys(m1); !reflect.DeepEqual(got, base) {
 		t.Errorf("event keys %v, want %v", got, base)

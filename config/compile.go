@@ -129,6 +129,10 @@ func (c *compiler) server() {
 	for _, e := range []struct{ key, v string }{{"api_keys_env", s.APIKeysEnv}, {"admin_keys_env", s.AdminKeysEnv}} {
 		if e.v != "" && !envNameRE.MatchString(e.v) {
 			c.ps.add("server."+e.key, "%q is not an environment variable name", e.v)
+		} else if e.key == "admin_keys_env" && e.v != "" && !c.hasEnv(e.v) {
+			// Fail closed: a named but empty admin key list must not open
+			// the admin endpoints to everyone.
+			c.ps.add("server.admin_keys_env", "environment variable %s is not set", e.v)
 		}
 	}
 	if rl := s.RateLimit; rl != nil && (rl.RequestsPerSecond <= 0 || rl.Burst < 0) {

@@ -26,6 +26,7 @@ func TestReviewProblems(t *testing.T) {
 		{"webhook bad url", base + "review: {webhook: {url: \"ftp://x\", secret_env: CONTRACTD_TEST_SECRET}}\n", `review.webhook.url: "ftp://x" is not an http(s) URL`},
 		{"webhook needs a store", base + "review: {store: none, webhook: {url: \"http://127.0.0.1:1/h\", secret_env: CONTRACTD_TEST_SECRET}}\n", `review.webhook: webhook needs a store`},
 		{"admin_keys_env bad name", "server: {admin_keys_env: \"not a name\"}\n" + base, `server.admin_keys_env: "not a name" is not an environment variable name`},
+		{"admin_keys_env unset", "server: {admin_keys_env: NOPE_ADMIN_UNSET}\n" + base, `server.admin_keys_env: environment variable NOPE_ADMIN_UNSET is not set`},
 		{"unknown server key", "server: {admin_keys: X}\n" + base, `server.admin_keys: unknown key "admin_keys"`},
 	}
 	for _, tt := range tests {
@@ -65,6 +66,7 @@ func TestReviewDefaults(t *testing.T) {
 	}
 	t.Setenv("PG_DSN_TEST", "postgres://x")
 	t.Setenv("HOOK_SECRET_TEST", "s")
+	t.Setenv("ADMINS", "k")
 	os.WriteFile(p, []byte(base+"server: {admin_keys_env: ADMINS}\nreview: {store: postgres, dsn_env: PG_DSN_TEST, retention: 1h, webhook: {url: \"https://h.example/x\", secret_env: HOOK_SECRET_TEST}}\n"), 0o644)
 	rt, err = Load(p)
 	if err != nil {

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"net/http"
+	"strings"
 	"sync/atomic"
 )
 
@@ -9,6 +10,8 @@ import (
 // draining so load balancers stop sending before the listener closes.
 type Admin struct {
 	Metrics http.Handler // nil: /metrics answers 404
+	// Reviews serves the other /admin/* paths (the reviewer API); nil: 404.
+	Reviews http.Handler
 	ready   atomic.Bool
 }
 
@@ -36,6 +39,10 @@ func (a *Admin) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		a.Metrics.ServeHTTP(w, r)
 	default:
+		if a.Reviews != nil && strings.HasPrefix(r.URL.Path, "/admin/") {
+			a.Reviews.ServeHTTP(w, r)
+			return
+		}
 		writeError(w, &APIError{Status: http.StatusNotFound, Type: typeInvalidRequest, Code: "not_found", Message: "no such endpoint"})
 	}
 }

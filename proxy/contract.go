@@ -30,6 +30,7 @@ type verdict struct {
 	result   contracts.Result
 	usage    audit.Usage
 	attempts []ReviewAttempt
+	outputs  []string // each attempt's output text, for the review item
 }
 
 // contract runs a contract route: prepare, attempt in order, answer.
@@ -68,6 +69,12 @@ func (s *Server) contract(ctx context.Context, w http.ResponseWriter, r *http.Re
 		case r.Context().Err() != nil:
 			outcome = audit.OutcomeRejected
 		}
+		if rv := aerr.Review; rv != nil && outcome == audit.OutcomeNeedsReview {
+			rv.URL = "/v1/reviews/" + rv.ID
+			if q := s.Reviews; q != nil {
+				rv.Stored = q.save(ctx, x.reviewItem(p, v, rv, x.body))
+			}
+		}
 		x.fail(ctx, w, aerr, outcome)
 		return
 	}
@@ -96,7 +103,7 @@ func (s *Server) attempts(ctx context.Context, r *http.Request, x *exchange, p *
 			return nil, badRequest(CodeInputTooLarge, "messages", "input is %d tokens; route %q allows %d", ab.InputTokens, route.Name, route.Budget.MaxInputTokens)
 		}
 		if route.Budget.Exhausted(spent, ab.InputTokens, route.MaxOutputTokens) {
-			return nil, s.review(x, p, v, CodeBudgetExhausted,
+			return v, s.review(x, p, v, CodeBudgetExhausted,
 				"the token budget ran out before attempt "+strconv.Itoa(n)+" could run")
 		}
 		actx, done := s.Telemetry.StartAttempt(ctx, AttemptInfo{Route: route.Name, Model: route.Model, Attempt: n, Temperature: a.Temperature})
@@ -150,12 +157,13 @@ func (s *Server) attempts(ctx context.Context, r *http.Request, x *exchange, p *
 		v.attempts = append(v.attempts, ReviewAttempt{Attempt: n, Temperature: a.Temperature, Shortened: ab.Shortened,
 			FinishReason: comp.Finish, Usage: usage,
 			Violations: res.Violations})
+		v.outputs = append(v.outputs, comp.Output)
 		if res.Valid {
 			v.comp, v.result = comp, res
 			return v, nil
 		}
 	}
-	return nil, s.review(x, p, v, CodeContractViolation, "")
+	return v, s.review(x, p, v, CodeContractViolation, "")
 }
 
 // judge adds upstream violations (truncation, refusal) to the contract's

@@ -31,6 +31,10 @@ const (
 	CodeUpstreamError        = "upstream_error"
 	CodeUpstreamTimeout      = "upstream_timeout"
 	CodeRateLimitExceeded    = "rate_limit_exceeded"
+	CodeMissingField         = "missing_field"
+	CodeReviewNotFound       = "review_not_found"
+	CodeReviewResolved       = "review_already_resolved"
+	CodeInvalidParameter     = "invalid_parameter"
 )
 
 // APIError is a client-facing error. Message is written for the client and
@@ -43,7 +47,8 @@ type APIError struct {
 	Message    string
 	Param      *string
 	Review     *Review
-	RetryAfter int // seconds, for 429
+	Violations []contracts.Violation // approve's verdict
+	RetryAfter int                   // seconds, for 429
 	Internal   error
 }
 
@@ -63,6 +68,8 @@ type Review struct {
 	Route    string          `json:"route"`
 	Contract string          `json:"contract"`
 	Attempts []ReviewAttempt `json:"attempts"`
+	Stored   bool            `json:"stored"`
+	URL      string          `json:"url"`
 }
 
 // ReviewAttempt is one attempt as the client sees it.
@@ -88,11 +95,12 @@ type errorBody struct {
 }
 
 type errorObject struct {
-	Message string  `json:"message"`
-	Type    string  `json:"type"`
-	Code    string  `json:"code"`
-	Param   *string `json:"param"`
-	Review  *Review `json:"review,omitempty"`
+	Message    string                `json:"message"`
+	Type       string                `json:"type"`
+	Code       string                `json:"code"`
+	Param      *string               `json:"param"`
+	Review     *Review               `json:"review,omitempty"`
+	Violations []contracts.Violation `json:"violations,omitempty"`
 }
 
 // writeError is the one gate from typed errors to the OpenAI envelope.
@@ -103,6 +111,6 @@ func writeError(w http.ResponseWriter, e *APIError) {
 		h.Set("Retry-After", strconv.Itoa(e.RetryAfter))
 	}
 	w.WriteHeader(e.Status)
-	b, _ := json.Marshal(errorBody{Error: errorObject{Message: e.Message, Type: e.Type, Code: e.Code, Param: e.Param, Review: e.Review}})
+	b, _ := json.Marshal(errorBody{Error: errorObject{Message: e.Message, Type: e.Type, Code: e.Code, Param: e.Param, Review: e.Review, Violations: e.Violations}})
 	_, _ = w.Write(append(b, '\n'))
 }

@@ -28,6 +28,8 @@ type Server struct {
 	Audit     audit.Sink
 	Telemetry Telemetry
 	Logger    *slog.Logger
+	// Reviews stores needs_review items; nil with review.store: none.
+	Reviews *ReviewQueue
 	// Env reads environment variables (client keys); os.Getenv by default.
 	Env func(string) string
 
@@ -37,8 +39,9 @@ type Server struct {
 
 // state is a Runtime with what is derived from it at install time.
 type state struct {
-	rt   *config.Runtime
-	keys [][32]byte // SHA-256 of the client keys; empty: no auth
+	rt        *config.Runtime
+	keys      [][32]byte // SHA-256 of the client keys; empty: no auth
+	adminKeys [][32]byte // SHA-256 of the admin keys; empty: the client-key rule
 }
 
 // NewServer returns a Server for rt.
@@ -54,15 +57,22 @@ func NewServer(rt *config.Runtime, caller *Caller, sink audit.Sink, logger *slog
 // Swap installs rt for new requests.
 func (s *Server) Swap(rt *config.Runtime) {
 	st := &state{rt: rt}
-	if rt.Server.APIKeysEnv != "" {
-		for _, k := range strings.Split(s.Env(rt.Server.APIKeysEnv), ",") {
+	st.keys = s.readKeys(rt.Server.APIKeysEnv)
+	st.adminKeys = s.readKeys(rt.Server.AdminKeysEnv)
+	s.state.Store(st)
+	s.limit.configure(rt.Server.RateLimit)
+}
+
+func (s *Server) readKeys(env string) [][32]byte {
+	var out [][32]byte
+	if env != "" {
+		for _, k := range strings.Split(s.Env(env), ",") {
 			if k = strings.TrimSpace(k); k != "" {
-				st.keys = append(st.keys, sha256.Sum256([]byte(k)))
+				out = append(out, sha256.Sum256([]byte(k)))
 			}
 		}
 	}
-	s.state.Store(st)
-	s.limit.configure(rt.Server.RateLimit)
+	return out
 }
 
 // Runtime is the Runtime new requests use.
@@ -79,11 +89,12 @@ func (s *Server) Handler(admin http.Handler) http.Handler {
 	mux.HandleFunc("POST /r/{route}/v1/chat/completions", s.chat)
 	mux.HandleFunc("GET /v1/models", s.models)
 	mux.HandleFunc("GET /r/{route}/v1/models", s.models)
+	mux.HandleFunc("GET /v1/reviews/{id}", s.getReview)
 	if admin != nil {
 		mux.Handle("GET /healthz", admin)
 		mux.Handle("GET /readyz", admin)
 		mux.Handle("/metrics", s.requireKey(admin))
-		mux.Handle("/admin/", s.requireKey(admin))
+		mux.Handle("/admin/", s.AdminGate(admin, true))
 	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("X-Request-Id", newRequestID())
@@ -152,10 +163,12 @@ type exchange struct {
 	ev    *audit.Event
 	start time.Time
 	log   *slog.Logger
+	keyID string // the client key's id for review items
+	body  []byte // the client's body as received
 }
 
 func (x *exchange) finish(ctx context.Context, status int, outcome, code string) {
-	x.ev.Status, x.ev.Outcome, x.ev.ErrorCode = status, outcome, code
+	x.ev.Event, x.ev.Status, x.ev.Outcome, x.ev.ErrorCode = "request", status, outcome, code
 	x.ev.DurationMS = float64(time.Since(x.start).Microseconds()) / 1000
 	if x.ev.Attempts == nil {
 		x.ev.Attempts = []audit.Attempt{}
@@ -196,6 +209,9 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		x.fail(ctx, w, aerr, audit.OutcomeRejected)
 		return
 	}
+	if client >= 0 {
+		x.keyID = keyID(bearerToken(r))
+	}
 	if aerr := s.limit.allow(client); aerr != nil {
 		x.fail(ctx, w, aerr, audit.OutcomeRejected)
 		return
@@ -205,6 +221,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		x.fail(ctx, w, aerr, audit.OutcomeRejected)
 		return
 	}
+	x.body = body
 	obj, err := parseObject(body)
 	if err != nil {
 		x.fail(ctx, w, badRequest(CodeInvalidJSON, "", "request body is not a valid JSON object: %s", jsonErr(err)), audit.OutcomeRejected)

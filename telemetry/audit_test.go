@@ -161,7 +161,7 @@ func checkEvent(t *testing.T, rt *config.Runtime, ev map[string]any, want wantEv
 		}
 		want.input = passthroughUpBody
 	}
-	keys := []string{"time", "request_id", "route", "outcome", "status", "duration_ms", "prompt", "contract",
+	keys := []string{"event", "time", "request_id", "route", "outcome", "status", "duration_ms", "prompt", "contract",
 		"input_sha256", "attempts", "usage", "budget"}
 	if want.code != "" {
 		keys = append(keys, "error_code")

@@ -21,6 +21,7 @@ import (
 	"github.com/contractd/contractd/config"
 	"github.com/contractd/contractd/proxy"
 	"github.com/contractd/contractd/retry"
+	"github.com/contractd/contractd/review"
 	"github.com/fsnotify/fsnotify"
 )
 
@@ -64,6 +65,26 @@ func loadServable(path string) (*config.Runtime, error) {
 		}
 	}
 	return rt, nil
+}
+
+// openReviews builds the review queue the config names (nil for store:
+// none). A store that cannot be opened now does not stop serve: items are
+// spooled and the queue keeps trying.
+func openReviews(ctx context.Context, rt *config.Runtime, logger *slog.Logger) (*proxy.ReviewQueue, error) {
+	rc := rt.Review
+	var open func(context.Context) (review.Store, error)
+	switch rc.Store {
+	case "none":
+		return nil, nil
+	case "sqlite":
+		open = func(ctx context.Context) (review.Store, error) { return review.OpenSQLite(ctx, rc.Path) }
+	default:
+		return nil, fmt.Errorf("review.store %q is not available in this build (use sqlite or none)", rc.Store)
+	}
+	q := proxy.NewReviewQueue(ctx, open, rc.SpoolPath, logger)
+	q.Retention = rc.Retention
+	q.Webhook = rc.Webhook != nil
+	return q, nil
 }
 
 func newLogger(w io.Writer, level string) *slog.Logger {
@@ -127,7 +148,32 @@ func serve(ctx context.Context, path string, rt *config.Runtime, logger *slog.Lo
 	if !srv.AuthEnabled() {
 		logger.Warn("no client API keys configured: the API accepts every request (set server.api_keys_env)")
 	}
-	admin := &proxy.Admin{Metrics: metrics}
+	queue, err := openReviews(ctx, rt, logger)
+	if err != nil {
+		return err
+	}
+	if queue != nil {
+		defer queue.Close()
+		srv.Reviews = queue
+		if activeTelemetry != nil {
+			rm, err := activeTelemetry.ReviewMetrics(func(ctx context.Context) (map[string]int, error) {
+				if st := queue.Store(); st != nil {
+					return st.Pending(ctx)
+				}
+				return nil, errors.New("review store unavailable")
+			})
+			if err != nil {
+				return err
+			}
+			queue.Metrics = rm
+		}
+		qctx, stopQueue := context.WithCancel(context.Background())
+		var qwg sync.WaitGroup
+		qwg.Add(1)
+		go func() { defer qwg.Done(); queue.Run(qctx) }()
+		defer func() { stopQueue(); qwg.Wait() }()
+	}
+	admin := &proxy.Admin{Metrics: metrics, Reviews: srv.ReviewAdmin()}
 	var apiHandler http.Handler
 	if rt.Server.AdminListen == "" {
 		apiHandler = srv.Handler(admin)
@@ -139,7 +185,7 @@ func serve(ctx context.Context, path string, rt *config.Runtime, logger *slog.Lo
 	servers := []*http.Server{newHTTPServer(apiHandler, rt)}
 	addrs := []string{rt.Server.Listen}
 	if rt.Server.AdminListen != "" {
-		servers = append(servers, newHTTPServer(admin, rt))
+		servers = append(servers, newHTTPServer(srv.AdminGate(admin, false), rt))
 		addrs = append(addrs, rt.Server.AdminListen)
 	}
 	// Watch for reloads before listening: once "listening" is logged, a

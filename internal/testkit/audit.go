@@ -32,6 +32,15 @@ func (m *AuditSink) Write(ev *audit.Event) error {
 
 func (m *AuditSink) Close() error { return nil }
 
+// WriteResolved keeps review_resolved lines in Raw.
+func (m *AuditSink) WriteResolved(ev *audit.ResolvedEvent) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	b, _ := json.Marshal(ev)
+	m.raw.Write(append(b, '\n'))
+	return nil
+}
+
 // Events returns the events written so far.
 func (m *AuditSink) Events() []audit.Event {
 	m.mu.Lock()

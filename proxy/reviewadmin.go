@@ -1,0 +1,510 @@
+package proxy
+
+import (
+	"bufio"
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/contractd/contractd/audit"
+	"github.com/contractd/contractd/config"
+	"github.com/contractd/contractd/contracts"
+	"github.com/contractd/contractd/review"
+)
+
+// AdminGate guards /admin/*: with admin keys configured every request
+// needs one; otherwise requests on the API listener (onListen) need a
+// client key when keys are configured and the admin listener needs none.
+// Other paths pass through untouched.
+func (s *Server) AdminGate(h http.Handler, onListen bool) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !strings.HasPrefix(r.URL.Path, "/admin/") {
+			h.ServeHTTP(w, r)
+			return
+		}
+		w.Header().Set("X-Request-Id", newRequestID())
+		st := s.state.Load()
+		switch {
+		case len(st.adminKeys) > 0:
+			sum := sha256.Sum256([]byte(bearerToken(r)))
+			ok := 0
+			for _, k := range st.adminKeys {
+				ok |= subtle.ConstantTimeCompare(sum[:], k[:])
+			}
+			if ok != 1 || bearerToken(r) == "" {
+				writeError(w, &APIError{Status: http.StatusUnauthorized, Type: typeAuth, Code: CodeInvalidAPIKey,
+					Message: "missing or invalid admin key (send Authorization: Bearer <admin key>)"})
+				return
+			}
+		case onListen:
+			if _, aerr := s.authenticate(st, r); aerr != nil {
+				writeError(w, aerr)
+				return
+			}
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// ReviewAdmin is the reviewer API under /admin/ (gate it with AdminGate).
+func (s *Server) ReviewAdmin() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /admin/reviews", s.listReviews)
+	mux.HandleFunc("GET /admin/reviews/export", s.exportReviews)
+	mux.HandleFunc("GET /admin/reviews/{id}", s.adminGetReview)
+	mux.HandleFunc("POST /admin/reviews/{id}/approve", s.approveReview)
+	mux.HandleFunc("POST /admin/reviews/{id}/reject", s.rejectReview)
+	mux.HandleFunc("POST /admin/reviews/{id}/rerun", s.rerunReview)
+	mux.HandleFunc("POST /admin/check", s.adminCheck)
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, &APIError{Status: http.StatusNotFound, Type: typeInvalidRequest, Code: "not_found",
+			Message: "no such endpoint: " + r.Method + " " + r.URL.Path})
+	})
+	return mux
+}
+
+var errStoreDown = &APIError{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "review_store_unavailable",
+	Message: "the review store is unavailable; try again"}
+
+// store is the open store or the error to answer with.
+func (s *Server) store() (review.Store, *APIError) {
+	if s.Reviews == nil {
+		return nil, &APIError{Status: http.StatusNotFound, Type: typeInvalidRequest, Code: CodeReviewNotFound, Message: "review.store is none: no reviews are kept"}
+	}
+	if st := s.Reviews.Store(); st != nil {
+		return st, nil
+	}
+	return nil, errStoreDown
+}
+
+func (s *Server) storeError(err error) *APIError {
+	switch {
+	case errors.Is(err, review.ErrNotFound):
+		return errReviewNotFound
+	case errors.Is(err, review.ErrAlreadyResolved):
+		return &APIError{Status: http.StatusConflict, Type: typeInvalidRequest, Code: CodeReviewResolved, Message: "the review is already resolved"}
+	case errors.Is(err, review.ErrBadCursor):
+		return badRequest(CodeInvalidParameter, "cursor", "cursor is not one this server returned")
+	}
+	s.Logger.Error("review store failed", "error", err.Error())
+	return errStoreDown
+}
+
+type reviewList struct {
+	Items      []*review.Item `json:"items"`
+	NextCursor *string        `json:"next_cursor"`
+}
+
+func (s *Server) listReviews(w http.ResponseWriter, r *http.Request) {
+	st, aerr := s.store()
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	q := r.URL.Query()
+	f := review.Filter{Status: review.Status(q.Get("status")), Route: q.Get("route"), Contract: q.Get("contract"),
+		Rule: q.Get("rule"), Cursor: q.Get("cursor")}
+	if ls := q.Get("limit"); ls != "" {
+		n, err := strconv.Atoi(ls)
+		if err != nil || n < 1 || n > review.MaxLimit {
+			writeError(w, badRequest(CodeInvalidParameter, "limit", "limit must be an integer from 1 to %d", review.MaxLimit))
+			return
+		}
+		f.Limit = n
+	}
+	if f.Status != "" && !f.Status.Valid() {
+		writeError(w, badRequest(CodeInvalidParameter, "status", "status must be pending, approved or rejected"))
+		return
+	}
+	items, next, err := st.List(r.Context(), f)
+	if err != nil {
+		writeError(w, s.storeError(err))
+		return
+	}
+	out := reviewList{Items: items}
+	if next != "" {
+		out.NextCursor = &next
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) adminGetReview(w http.ResponseWriter, r *http.Request) {
+	if s.Reviews == nil {
+		writeError(w, errReviewNotFound)
+		return
+	}
+	it, err := s.Reviews.get(r.Context(), r.PathValue("id"))
+	if err != nil {
+		writeError(w, s.storeError(err))
+		return
+	}
+	writeJSON(w, http.StatusOK, it)
+}
+
+type exportLine struct {
+	ID         string          `json:"id"`
+	Route      string          `json:"route"`
+	Contract   string          `json:"contract"`
+	Input      json.RawMessage `json:"input"`
+	Output     json.RawMessage `json:"output"`
+	ResolvedAt *time.Time      `json:"resolved_at"`
+}
+
+func (s *Server) exportReviews(w http.ResponseWriter, r *http.Request) {
+	st, aerr := s.store()
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	q := r.URL.Query()
+	f := review.ExportFilter{Status: review.Status(q.Get("status")), Route: q.Get("route")}
+	if f.Status == "" {
+		f.Status = review.StatusApproved
+	}
+	if !f.Status.Valid() {
+		writeError(w, badRequest(CodeInvalidParameter, "status", "status must be pending, approved or rejected"))
+		return
+	}
+	if since := q.Get("since"); since != "" {
+		if d, err := time.ParseDuration(since); err == nil {
+			f.Since = time.Now().Add(-d)
+		} else if t, err := time.Parse(time.RFC3339, since); err == nil {
+			f.Since = t
+		} else {
+			writeError(w, badRequest(CodeInvalidParameter, "since", "since must be a duration (24h) or an RFC 3339 time"))
+			return
+		}
+	}
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	bw := bufio.NewWriter(w)
+	enc := json.NewEncoder(bw)
+	enc.SetEscapeHTML(false)
+	n := 0
+	err := st.Export(r.Context(), f, func(it *review.Item) error {
+		var out json.RawMessage = json.RawMessage("null")
+		if it.Resolution != nil && len(it.Resolution.Output) > 0 {
+			out = it.Resolution.Output
+		}
+		if err := enc.Encode(exportLine{ID: it.ID, Route: it.Route, Contract: it.Contract.Name, Input: it.Input, Output: out, ResolvedAt: it.ResolvedAt}); err != nil {
+			return err
+		}
+		if n++; n%64 == 0 {
+			if err := bw.Flush(); err != nil {
+				return err
+			}
+			http.NewResponseController(w).Flush()
+		}
+		return nil
+	})
+	if err != nil {
+		// Headers are gone: the client sees a truncated stream.
+		s.Logger.Warn("review export stopped", "error", err.Error())
+	}
+	_ = bw.Flush()
+}
+
+// readAdminJSON reads a bounded JSON object body into v.
+func (s *Server) readAdminJSON(w http.ResponseWriter, r *http.Request, v any) *APIError {
+	body, aerr := readBody(w, r, s.state.Load().rt.Server.MaxBodyBytes)
+	if aerr != nil {
+		return aerr
+	}
+	if _, err := parseObject(body); err != nil {
+		return badRequest(CodeInvalidJSON, "", "request body is not a valid JSON object: %s", jsonErr(err))
+	}
+	if err := json.Unmarshal(body, v); err != nil {
+		return badRequest(CodeInvalidJSON, "", "request body does not have the expected shape: %s", err.Error())
+	}
+	return nil
+}
+
+func missingField(name string) *APIError {
+	return badRequest(CodeMissingField, name, "%s is required", name)
+}
+
+type resolveBody struct {
+	Output   json.RawMessage `json:"output"`
+	Reviewer string          `json:"reviewer"`
+	Note     string          `json:"note"`
+}
+
+// outputText turns an approve/check output into model text: a string is
+// the text itself, anything else its JSON.
+func outputText(raw json.RawMessage) string {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	return string(raw)
+}
+
+// reviewSubject rebuilds what serving judged the item's attempts with:
+// the stored request prepared by the route's current config, and the
+// rendered system prompt of attempt 1 for prompt_leak.
+func reviewSubject(route *config.Route, it *review.Item) (*Prepared, contracts.Subject, *APIError) {
+	p, aerr := Prepare(route, it.Request)
+	if aerr != nil {
+		return nil, contracts.Subject{}, aerr
+	}
+	subj := p.Subject
+	if ab, aerr := p.Build(route.Plan[0]); aerr == nil {
+		subj.SystemPrompt = ab.System
+	}
+	return p, subj, nil
+}
+
+func (s *Server) contractRoute(name string) (*config.Route, *APIError) {
+	route := s.state.Load().rt.Routes[name]
+	if route == nil || route.Passthrough {
+		return nil, &APIError{Status: http.StatusNotFound, Type: typeInvalidRequest, Code: CodeModelNotFound, Param: strPtr("route"),
+			Message: "route " + quoteForMessage(name) + " is not a contract route in the current config"}
+	}
+	return route, nil
+}
+
+func (s *Server) approveReview(w http.ResponseWriter, r *http.Request) {
+	var b resolveBody
+	if aerr := s.readAdminJSON(w, r, &b); aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	switch {
+	case len(b.Output) == 0 || string(b.Output) == "null":
+		writeError(w, missingField("output"))
+		return
+	case b.Reviewer == "":
+		writeError(w, missingField("reviewer"))
+		return
+	}
+	st, aerr := s.store()
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	it, err := st.Get(r.Context(), r.PathValue("id"))
+	if err != nil {
+		writeError(w, s.storeError(err))
+		return
+	}
+	if it.Status != review.StatusPending {
+		writeError(w, s.storeError(review.ErrAlreadyResolved))
+		return
+	}
+	route, aerr := s.contractRoute(it.Route)
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	_, subj, aerr := reviewSubject(route, it)
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	text := outputText(b.Output)
+	if !json.Valid([]byte(text)) {
+		writeError(w, badRequest(CodeInvalidJSON, "output", "output must be a JSON object or a string holding one"))
+		return
+	}
+	res := route.Contract.Check(text, &subj)
+	if !res.Valid {
+		writeError(w, &APIError{Status: http.StatusUnprocessableEntity, Type: typeNeedsReview, Code: CodeContractViolation,
+			Message: "the output does not satisfy contract " + quoteForMessage(route.Contract.Name), Violations: res.Violations})
+		return
+	}
+	s.resolve(w, r, st, it.ID, review.Resolve{Status: review.StatusApproved,
+		Resolution: review.Resolution{By: review.ByReviewer, Reviewer: b.Reviewer, Note: b.Note, Output: json.RawMessage(res.JSON)}})
+}
+
+func (s *Server) rejectReview(w http.ResponseWriter, r *http.Request) {
+	var b resolveBody
+	if aerr := s.readAdminJSON(w, r, &b); aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	if b.Reviewer == "" {
+		writeError(w, missingField("reviewer"))
+		return
+	}
+	st, aerr := s.store()
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	s.resolve(w, r, st, r.PathValue("id"), review.Resolve{Status: review.StatusRejected,
+		Resolution: review.Resolution{By: review.ByReviewer, Reviewer: b.Reviewer, Note: b.Note, Output: json.RawMessage("null")}})
+}
+
+// resolve applies a resolution (the store's conditional update picks the
+// one winner) and announces it.
+func (s *Server) resolve(w http.ResponseWriter, r *http.Request, st review.Store, id string, res review.Resolve) {
+	res.At = time.Now().UTC()
+	res.Webhook = s.Reviews.Webhook
+	it, err := st.Resolve(context.WithoutCancel(r.Context()), id, res)
+	if err != nil {
+		writeError(w, s.storeError(err))
+		return
+	}
+	s.resolved(it)
+	writeJSON(w, http.StatusOK, it)
+}
+
+func (s *Server) resolved(it *review.Item) {
+	q := s.Reviews
+	q.Notifier.Notify(it.ID)
+	q.Metrics.Resolved(it.Route, string(it.Status), it.Resolution.By)
+	if rw, ok := s.Audit.(audit.ResolvedWriter); ok {
+		sum := ""
+		if o := it.Resolution.Output; len(o) > 0 && string(o) != "null" {
+			sum = sha(o)
+		}
+		if err := rw.WriteResolved(&audit.ResolvedEvent{Event: "review_resolved", Time: *it.ResolvedAt, ReviewID: it.ID,
+			Route: it.Route, Status: string(it.Status), By: it.Resolution.By, Reviewer: it.Resolution.Reviewer, OutputSHA256: sum}); err != nil {
+			s.Logger.Error("audit write failed", "error", err.Error())
+		}
+	}
+}
+
+func (s *Server) rerunReview(w http.ResponseWriter, r *http.Request) {
+	st, aerr := s.store()
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	it, err := st.Get(r.Context(), r.PathValue("id"))
+	if err != nil {
+		writeError(w, s.storeError(err))
+		return
+	}
+	if it.Status != review.StatusPending {
+		writeError(w, s.storeError(review.ErrAlreadyResolved))
+		return
+	}
+	route, aerr := s.contractRoute(it.Route)
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	p, _, aerr := reviewSubject(route, it)
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	sst := s.state.Load()
+	ctx, cancel := context.WithTimeout(r.Context(), sst.rt.Server.RequestTimeout)
+	defer cancel()
+	x := &exchange{s: s, st: sst, start: time.Now(), ev: &audit.Event{Time: time.Now().UTC(), RequestID: it.ID, Route: route.Name},
+		log: s.Logger.With("review_id", it.ID)}
+	v, aerr := s.attempts(ctx, r, x, p)
+	if aerr != nil && aerr.Review == nil {
+		writeError(w, aerr)
+		return
+	}
+	offset := 0
+	for _, a := range it.Attempts {
+		offset = max(offset, a.Attempt)
+	}
+	var atts []review.Attempt
+	if v != nil {
+		for i, a := range v.attempts {
+			ra := review.Attempt{Attempt: offset + a.Attempt, Temperature: a.Temperature, Shortened: a.Shortened,
+				FinishReason: a.FinishReason, Usage: a.Usage, Violations: a.Violations}
+			if i < len(v.outputs) {
+				ra.Output, ra.OutputSHA256 = v.outputs[i], sha([]byte(v.outputs[i]))
+			}
+			atts = append(atts, ra)
+		}
+	}
+	if aerr == nil {
+		s.resolve(w, r, st, it.ID, review.Resolve{Status: review.StatusApproved, Attempts: atts,
+			Resolution: review.Resolution{By: review.ByRerun, Output: json.RawMessage(v.result.JSON)}})
+		return
+	}
+	it, err = st.AppendAttempts(context.WithoutCancel(r.Context()), it.ID, atts)
+	if err != nil {
+		writeError(w, s.storeError(err))
+		return
+	}
+	writeJSON(w, http.StatusOK, it)
+}
+
+type checkBody struct {
+	Route    string          `json:"route"`
+	Contract string          `json:"contract"`
+	Output   json.RawMessage `json:"output"`
+	Input    json.RawMessage `json:"input"`
+}
+
+type checkVerdict struct {
+	Valid      bool                  `json:"valid"`
+	Violations []contracts.Violation `json:"violations"`
+	Evidence   []contracts.Evidence  `json:"evidence"`
+}
+
+func (s *Server) adminCheck(w http.ResponseWriter, r *http.Request) {
+	var b checkBody
+	if aerr := s.readAdminJSON(w, r, &b); aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	if len(b.Output) == 0 {
+		writeError(w, missingField("output"))
+		return
+	}
+	rt := s.state.Load().rt
+	var k *contracts.Contract
+	var route *config.Route
+	switch {
+	case b.Route != "":
+		var aerr *APIError
+		if route, aerr = s.contractRoute(b.Route); aerr != nil {
+			writeError(w, aerr)
+			return
+		}
+		k = route.Contract
+	case b.Contract != "":
+		if k = rt.Contracts[b.Contract]; k == nil {
+			writeError(w, &APIError{Status: http.StatusNotFound, Type: typeInvalidRequest, Code: "contract_not_found", Param: strPtr("contract"),
+				Message: "unknown contract " + quoteForMessage(b.Contract)})
+			return
+		}
+	default:
+		writeError(w, missingField("route"))
+		return
+	}
+	subj := contracts.Subject{}
+	if len(b.Input) > 0 && string(b.Input) != "null" {
+		var str string
+		if json.Unmarshal(b.Input, &str) == nil {
+			subj.LastUser, subj.HasLastUser = str, true
+		} else {
+			subj.LastUser, subj.HasLastUser = string(b.Input), true
+			if v, err := contracts.DecodeJSON(b.Input); err == nil {
+				subj.Input = v
+			}
+		}
+	}
+	if route != nil && subj.HasLastUser {
+		data := contracts.TemplateData{Input: subj.LastUser, Messages: []contracts.Message{{Role: "user", Content: subj.LastUser}}}
+		if route.Prompt.InputSchema != nil {
+			data.Input = subj.Input
+		}
+		if sys, err := route.Prompt.RenderSystem(data); err == nil {
+			subj.SystemPrompt = sys
+		}
+	}
+	res := k.Check(outputText(b.Output), &subj)
+	out := checkVerdict{Valid: res.Valid, Violations: res.Violations, Evidence: res.Evidence}
+	if out.Violations == nil {
+		out.Violations = []contracts.Violation{}
+	}
+	if out.Evidence == nil {
+		out.Evidence = []contracts.Evidence{}
+	}
+	writeJSON(w, http.StatusOK, out)
+}

@@ -1,0 +1,264 @@
+package proxy
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/contractd/contractd/review"
+)
+
+// ReviewMetrics counts the review queue's events. Implementations must be
+// safe for concurrent use.
+type ReviewMetrics interface {
+	StoreError()
+	Resolved(route, status, by string)
+	Delivery(result string)
+}
+
+type nopReviewMetrics struct{}
+
+func (nopReviewMetrics) StoreError()             {}
+func (nopReviewMetrics) Resolved(_, _, _ string) {}
+func (nopReviewMetrics) Delivery(string)         {}
+
+// ReviewQueue stores needs_review items. The store may be unavailable at
+// start or fail later: items then go to the fsynced spool and Run moves
+// them in once the store answers again, so serving never depends on it.
+type ReviewQueue struct {
+	Spool    *review.Spool
+	Notifier review.Notifier
+	Webhook  bool // enqueue webhook deliveries with each change
+	Metrics  ReviewMetrics
+	Log      *slog.Logger
+	// Retention: resolved items older than this are deleted by Run.
+	Retention time.Duration
+	// Retry is how often Run retries opening the store and draining the
+	// spool.
+	Retry time.Duration
+
+	open  func(context.Context) (review.Store, error)
+	store atomic.Pointer[review.Store]
+}
+
+// NewReviewQueue returns a queue whose store comes from open; call Run to
+// (re)open it and drain the spool. It tries to open the store once now.
+func NewReviewQueue(ctx context.Context, open func(context.Context) (review.Store, error), spoolPath string, log *slog.Logger) *ReviewQueue {
+	q := &ReviewQueue{Spool: &review.Spool{Path: spoolPath}, Notifier: review.NewHub(), Metrics: nopReviewMetrics{},
+		Log: log, Retry: time.Second, open: open}
+	if q.Log == nil {
+		q.Log = slog.New(slog.DiscardHandler)
+	}
+	q.tryOpen(ctx)
+	return q
+}
+
+// Store is the open store, or nil while it cannot be opened.
+func (q *ReviewQueue) Store() review.Store {
+	if p := q.store.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+func (q *ReviewQueue) tryOpen(ctx context.Context) review.Store {
+	if st := q.Store(); st != nil {
+		return st
+	}
+	st, err := q.open(ctx)
+	if err != nil {
+		q.Log.Error("review store unavailable; items are spooled", "error", err.Error(), "spool", q.Spool.Path)
+		return nil
+	}
+	q.store.Store(&st)
+	return st
+}
+
+// Close closes the store.
+func (q *ReviewQueue) Close() error {
+	if st := q.Store(); st != nil {
+		return st.Close()
+	}
+	return nil
+}
+
+// save stores it durably before the client hears of it: in the store, or
+// failing that in the spool. It reports whether the item is durable.
+func (q *ReviewQueue) save(ctx context.Context, it *review.Item) bool {
+	if st := q.Store(); st != nil {
+		// The client's deadline must not cut a write short after the
+		// upstream calls used it up: give the store its own short one.
+		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		_, err := st.Create(wctx, it, q.Webhook)
+		cancel()
+		if err == nil {
+			return true
+		}
+		q.Log.Error("review store write failed; spooling", "review_id", it.ID, "error", err.Error())
+	}
+	q.Metrics.StoreError()
+	if err := q.Spool.Append(it); err != nil {
+		q.Log.Error("review spool write failed; item lost", "review_id", it.ID, "error", err.Error())
+		return false
+	}
+	return true
+}
+
+// get finds an item in the store, or in the spool while it waits there.
+func (q *ReviewQueue) get(ctx context.Context, id string) (*review.Item, error) {
+	if st := q.Store(); st != nil {
+		it, err := st.Get(ctx, id)
+		if !errors.Is(err, review.ErrNotFound) {
+			return it, err
+		}
+	}
+	if it, ok := q.Spool.Get(id); ok {
+		return it, nil
+	}
+	return nil, review.ErrNotFound
+}
+
+// Run reopens the store when needed, drains the spool into it and deletes
+// resolved items past retention, until ctx ends.
+func (q *ReviewQueue) Run(ctx context.Context) {
+	t := time.NewTicker(q.Retry)
+	defer t.Stop()
+	var lastRetention time.Time
+	for {
+		if st := q.tryOpen(ctx); st != nil {
+			if q.Spool.Pending() {
+				n, err := q.Spool.Drain(ctx, st, q.Webhook, nil)
+				if err != nil {
+					q.Log.Warn("review spool drain failed; will retry", "error", err.Error())
+				} else if n > 0 {
+					q.Log.Info("review spool drained into the store", "items", n)
+				}
+			}
+			if q.Retention > 0 && time.Since(lastRetention) > time.Hour {
+				if n, err := st.DeleteResolvedBefore(ctx, time.Now().Add(-q.Retention)); err != nil {
+					q.Log.Warn("review retention cleanup failed", "error", err.Error())
+				} else {
+					lastRetention = time.Now()
+					if n > 0 {
+						q.Log.Info("review retention cleanup", "deleted", n)
+					}
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// keyID identifies a client key without revealing it.
+func keyID(key string) string {
+	if key == "" {
+		return ""
+	}
+	s := sha256.Sum256([]byte(key))
+	return hex.EncodeToString(s[:])[:12]
+}
+
+// reviewItem builds the stored item of a 422 from the request's exchange.
+func (x *exchange) reviewItem(p *Prepared, v *verdict, rv *Review, body []byte) *review.Item {
+	input := json.RawMessage(p.InputJSON)
+	if !json.Valid(p.InputJSON) {
+		input = mustJSON(string(p.InputJSON))
+	}
+	atts := make([]review.Attempt, 0, len(rv.Attempts))
+	for i, a := range rv.Attempts {
+		ra := review.Attempt{Attempt: a.Attempt, Temperature: a.Temperature, Shortened: a.Shortened,
+			FinishReason: a.FinishReason, Usage: a.Usage, Violations: a.Violations}
+		if v != nil && i < len(v.outputs) {
+			ra.Output = v.outputs[i]
+			ra.OutputSHA256 = sha([]byte(ra.Output))
+		}
+		atts = append(atts, ra)
+	}
+	req := json.RawMessage(body)
+	if !json.Valid(body) {
+		req = mustJSON(string(body))
+	}
+	return &review.Item{ID: rv.ID, Status: review.StatusPending, CreatedAt: x.ev.Time, Route: rv.Route,
+		Prompt: *x.ev.Prompt, Contract: *x.ev.Contract, KeyID: x.keyID, Input: input, Request: req, Attempts: atts}
+}
+
+// clientReview is GET /v1/reviews/{id}'s body.
+type clientReview struct {
+	ID         string             `json:"id"`
+	Status     review.Status      `json:"status"`
+	Route      string             `json:"route"`
+	Contract   string             `json:"contract"`
+	CreatedAt  time.Time          `json:"created_at"`
+	ResolvedAt *time.Time         `json:"resolved_at"`
+	Resolution *review.Resolution `json:"resolution"`
+}
+
+var errReviewNotFound = &APIError{Status: http.StatusNotFound, Type: typeInvalidRequest, Code: CodeReviewNotFound, Message: "no such review"}
+
+// MaxReviewWait bounds ?wait= on GET /v1/reviews/{id}.
+const MaxReviewWait = 60 * time.Second
+
+// getReview serves GET /v1/reviews/{id} to the key that made the request.
+func (s *Server) getReview(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("X-Request-Id", newRequestID())
+	st := s.state.Load()
+	if _, aerr := s.authenticate(st, r); aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	var wait time.Duration
+	if ws := r.URL.Query().Get("wait"); ws != "" {
+		d, err := time.ParseDuration(ws)
+		if err != nil || d < 0 {
+			writeError(w, badRequest(CodeInvalidParameter, "wait", "wait must be a Go duration such as 30s"))
+			return
+		}
+		wait = min(d, MaxReviewWait)
+	}
+	q := s.Reviews
+	if q == nil {
+		writeError(w, errReviewNotFound)
+		return
+	}
+	id := r.PathValue("id")
+	kid := ""
+	if len(st.keys) > 0 {
+		kid = keyID(bearerToken(r))
+	}
+	it, err := q.get(r.Context(), id)
+	if err == nil && it.Status == review.StatusPending && wait > 0 && it.KeyID == kid {
+		// Subscribe, then look again, so a resolution in between is seen.
+		ch, cancel := q.Notifier.Subscribe(id)
+		if it, err = q.get(r.Context(), id); err == nil && it.Status == review.StatusPending {
+			t := time.NewTimer(wait)
+			select {
+			case <-ch:
+			case <-t.C:
+			case <-r.Context().Done():
+			}
+			t.Stop()
+			it, err = q.get(r.Context(), id)
+		}
+		cancel()
+	}
+	switch {
+	case errors.Is(err, review.ErrNotFound) || (err == nil && it.KeyID != kid):
+		writeError(w, errReviewNotFound)
+	case err != nil:
+		s.Logger.Error("review store read failed", "error", err.Error())
+		writeError(w, &APIError{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "review_store_unavailable", Message: "the review store is unavailable; try again"})
+	default:
+		writeJSON(w, http.StatusOK, clientReview{ID: it.ID, Status: it.Status, Route: it.Route, Contract: it.Contract.Name,
+			CreatedAt: it.CreatedAt, ResolvedAt: it.ResolvedAt, Resolution: it.Resolution})
+	}
+}

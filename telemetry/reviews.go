@@ -1,0 +1,71 @@
+package telemetry
+
+import (
+	"context"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+)
+
+// Review queue metric names.
+const (
+	MetricReviewsPending    = "contractd_reviews_pending"
+	MetricReviewsResolved   = "contractd_reviews_resolved_total"
+	MetricReviewStoreErrors = "contractd_review_store_errors_total"
+	MetricWebhookDeliveries = "contractd_webhook_deliveries_total"
+)
+
+// ReviewMetrics counts review queue events (proxy.ReviewMetrics).
+type ReviewMetrics struct {
+	resolved   metric.Int64Counter
+	storeErrs  metric.Int64Counter
+	deliveries metric.Int64Counter
+}
+
+// ReviewMetrics registers the review instruments. pending is read at each
+// scrape (bounded by a short timeout) so the gauge is the store's truth,
+// shared by every replica of a shared store.
+func (t *Telemetry) ReviewMetrics(pending func(ctx context.Context) (map[string]int, error)) (*ReviewMetrics, error) {
+	m := t.mp.Meter(ScopeName)
+	r := &ReviewMetrics{}
+	var err error
+	if r.resolved, err = m.Int64Counter(MetricReviewsResolved, metric.WithDescription("Review items resolved, by route, status and by (reviewer, rerun)."), metric.WithUnit("{review}")); err != nil {
+		return nil, err
+	}
+	if r.storeErrs, err = m.Int64Counter(MetricReviewStoreErrors, metric.WithDescription("Review items the store could not take (spooled instead)."), metric.WithUnit("{error}")); err != nil {
+		return nil, err
+	}
+	if r.deliveries, err = m.Int64Counter(MetricWebhookDeliveries, metric.WithDescription("Webhook delivery tries by result (success, failure, expired)."), metric.WithUnit("{delivery}")); err != nil {
+		return nil, err
+	}
+	r.storeErrs.Add(context.Background(), 0)
+	_, err = m.Int64ObservableGauge(MetricReviewsPending, metric.WithDescription("Pending review items by route."), metric.WithUnit("{review}"),
+		metric.WithInt64Callback(func(ctx context.Context, o metric.Int64Observer) error {
+			ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			defer cancel()
+			counts, err := pending(ctx)
+			if err != nil {
+				return nil // the store is down: no sample rather than a wrong one
+			}
+			for route, n := range counts {
+				o.Observe(int64(n), metric.WithAttributes(attribute.String("route", route)))
+			}
+			return nil
+		}))
+	if err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+func (r *ReviewMetrics) StoreError() { r.storeErrs.Add(context.Background(), 1) }
+
+func (r *ReviewMetrics) Resolved(route, status, by string) {
+	r.resolved.Add(context.Background(), 1, metric.WithAttributes(attribute.String("route", route),
+		attribute.String("status", status), attribute.String("by", by)))
+}
+
+func (r *ReviewMetrics) Delivery(result string) {
+	r.deliveries.Add(context.Background(), 1, metric.WithAttributes(attribute.String("result", result)))
+}
