@@ -171,6 +171,11 @@ func serve(ctx context.Context, path string, rt *config.Runtime, logger *slog.Lo
 		var qwg sync.WaitGroup
 		qwg.Add(1)
 		go func() { defer qwg.Done(); queue.Run(qctx) }()
+		if wh := rt.Review.Webhook; wh != nil {
+			qwg.Add(1)
+			hook := &proxy.Webhook{URL: wh.URL, Secret: []byte(os.Getenv(wh.SecretEnv))}
+			go func() { defer qwg.Done(); queue.RunWebhook(qctx, hook) }()
+		}
 		defer func() { stopQueue(); qwg.Wait() }()
 	}
 	admin := &proxy.Admin{Metrics: metrics, Reviews: srv.ReviewAdmin()}

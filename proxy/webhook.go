@@ -1,0 +1,117 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"net/http"
+	"time"
+
+	"github.com/contractd/contractd/review"
+)
+
+// Webhook posts review events from the store's outbox: at least once,
+// retried with exponential backoff for MaxAge, resumed after a restart
+// because the pending deliveries live in the store. It runs apart from
+// requests, so a slow receiver never delays a client.
+type Webhook struct {
+	URL     string
+	Secret  []byte
+	Client  *http.Client
+	Backoff time.Duration // first retry delay, doubled per try up to an hour
+	MaxAge  time.Duration // give up on a delivery this old
+}
+
+// Sign is the X-Contractd-Signature value of body.
+func (h *Webhook) Sign(body []byte) string {
+	m := hmac.New(sha256.New, h.Secret)
+	m.Write(body)
+	return "sha256=" + hex.EncodeToString(m.Sum(nil))
+}
+
+func (h *Webhook) post(ctx context.Context, d review.Delivery) bool {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.URL, bytes.NewReader(d.Body))
+	if err != nil {
+		return false
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", "contractd-webhook")
+	req.Header.Set("X-Contractd-Signature", h.Sign(d.Body))
+	req.Header.Set("X-Contractd-Delivery", d.ID)
+	req.Header.Set("X-Contractd-Event", d.Type)
+	resp, err := h.Client.Do(req)
+	if err != nil {
+		return false
+	}
+	resp.Body.Close()
+	return resp.StatusCode >= 200 && resp.StatusCode < 300
+}
+
+func (h *Webhook) retryAt(now time.Time, tries int) time.Time {
+	d := h.Backoff
+	for i := 0; i < tries && d < time.Hour; i++ {
+		d *= 2
+	}
+	return now.Add(min(d, time.Hour))
+}
+
+// RunWebhook delivers due webhook events until ctx ends.
+func (q *ReviewQueue) RunWebhook(ctx context.Context, h *Webhook) {
+	if h.Client == nil {
+		h.Client = &http.Client{}
+	}
+	if h.Backoff == 0 {
+		h.Backoff = time.Second
+	}
+	if h.MaxAge == 0 {
+		h.MaxAge = 24 * time.Hour
+	}
+	t := time.NewTicker(q.Retry)
+	defer t.Stop()
+	for {
+		if st := q.Store(); st != nil {
+			q.deliver(ctx, st, h)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (q *ReviewQueue) deliver(ctx context.Context, st review.Store, h *Webhook) {
+	for ctx.Err() == nil {
+		ds, err := st.ClaimDeliveries(ctx, time.Now(), 32, time.Minute)
+		if err != nil {
+			q.Log.Warn("webhook outbox unavailable", "error", err.Error())
+			return
+		}
+		if len(ds) == 0 {
+			return
+		}
+		for _, d := range ds {
+			ok := h.post(ctx, d)
+			now := time.Now()
+			switch {
+			case ok:
+				q.Metrics.Delivery("success")
+				err = st.FinishDelivery(ctx, d.ID, true, now)
+			case now.Sub(d.CreatedAt) > h.MaxAge:
+				q.Metrics.Delivery("expired")
+				q.Log.Error("webhook delivery given up", "delivery", d.ID, "type", d.Type, "review_id", d.ReviewID, "tries", d.Tries+1)
+				err = st.FinishDelivery(ctx, d.ID, true, now)
+			default:
+				q.Metrics.Delivery("failure")
+				err = st.FinishDelivery(ctx, d.ID, false, h.retryAt(now, d.Tries))
+			}
+			if err != nil && ctx.Err() == nil {
+				q.Log.Warn("webhook outbox update failed", "delivery", d.ID, "error", err.Error())
+			}
+		}
+	}
+}

@@ -1,0 +1,101 @@
+package proxy
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+)
+
+func TestWebhookAtLeastOnceSigned(t *testing.T) {
+	defer noLeaks(t)()
+	rh := newReviewHarness(t)
+	rh.q.Webhook = true
+	type got struct {
+		delivery, typ string
+		status        string
+	}
+	var mu sync.Mutex
+	var calls []got
+	fails := map[string]int{}
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		m := hmac.New(sha256.New, []byte("hook-secret"))
+		m.Write(body)
+		if r.Header.Get("X-Contractd-Signature") != "sha256="+hex.EncodeToString(m.Sum(nil)) {
+			t.Errorf("bad signature %q", r.Header.Get("X-Contractd-Signature"))
+		}
+		var ev struct {
+			Type   string         `json:"type"`
+			Review map[string]any `json:"review"`
+		}
+		json.Unmarshal(body, &ev)
+		if _, has := ev.Review["request"]; has {
+			t.Error("webhook review has request")
+		}
+		d := r.Header.Get("X-Contractd-Delivery")
+		mu.Lock()
+		calls = append(calls, got{d, ev.Type, ev.Review["status"].(string)})
+		fails[d]++
+		n := fails[d]
+		mu.Unlock()
+		if n < 3 { // the first two tries of each delivery fail
+			w.WriteHeader(503)
+			return
+		}
+		w.WriteHeader(204)
+	}))
+	defer hook.Close()
+	id := rh.needsReview(classifyReq)
+	if r := rh.call("POST", "/admin/reviews/"+id+"/reject", `{"reviewer":"ann"}`, adminKey); r.Status != 200 {
+		t.Fatalf("%s", r.Body)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	wh := &Webhook{URL: hook.URL, Secret: []byte("hook-secret"), Backoff: 5 * time.Millisecond, Client: &http.Client{}}
+	go func() { rh.q.RunWebhook(ctx, wh); close(done) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		mu.Lock()
+		n := len(calls)
+		mu.Unlock()
+		if n >= 6 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("calls %d", n)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(50 * time.Millisecond) // let the last acks land
+	cancel()
+	<-done
+	wh.Client.CloseIdleConnections()
+	if ds, _ := rh.store.ClaimDeliveries(context.Background(), time.Now().Add(2*time.Hour), 10, 0); len(ds) != 0 {
+		t.Fatalf("%d deliveries left in the outbox", len(ds))
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	types := map[string]string{}
+	for _, c := range calls {
+		types[c.delivery] = c.typ + "/" + c.status
+	}
+	if len(types) != 2 || len(calls) != 6 {
+		t.Fatalf("calls %+v", calls)
+	}
+	seen := map[string]bool{}
+	for _, v := range types {
+		seen[v] = true
+	}
+	if !seen["review.created/pending"] || !seen["review.resolved/rejected"] {
+		t.Fatalf("types %v", types)
+	}
+	rh.shutdown()
+}
