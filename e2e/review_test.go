@@ -1,0 +1,168 @@
+package e2e
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// badReview sends one request that ends in needs_review and returns the
+// review id when the client received a 422.
+func badReview(client *http.Client, d *daemon) (string, bool) {
+	body := `{"model":"review-always-bad","messages":[{"role":"user","content":"{\"text\":\"The soup was cold.\"}"}]}`
+	req, _ := http.NewRequest("POST", d.BaseURL()+"/chat/completions", bytes.NewReader([]byte(body)))
+	req.Header.Set("Authorization", "Bearer "+clientKey)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := client.Do(req)
+	if err != nil {
+		return "", false
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != 422 {
+		return "", false
+	}
+	var e struct {
+		Error struct {
+			Review struct {
+				ID     string `json:"id"`
+				Stored bool   `json:"stored"`
+			} `json:"review"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(b, &e) != nil || !e.Error.Review.Stored {
+		return "", false
+	}
+	return e.Error.Review.ID, true
+}
+
+func adminGet(t *testing.T, d *daemon, path string) (int, map[string]any) {
+	t.Helper()
+	resp, err := http.Get("http://" + d.Admin + path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var m map[string]any
+	_ = json.NewDecoder(resp.Body).Decode(&m)
+	return resp.StatusCode, m
+}
+
+// kill -9 while requests that end in 422 are in flight: after a restart,
+// every id a client was told about is in the store.
+func TestReviewSurvivesKill9(t *testing.T) {
+	up := newUpstream(t, func(req upstreamRequest, n int) reply {
+		r := byModel(req, n)
+		r.Delay = 5 * time.Millisecond
+		return r
+	})
+	dir := t.TempDir()
+	cfg := writeConfig(t, dir, renderConfig(cfgOpts{upstream: up.URL()}))
+	d := startDaemon(t, cfg, baseEnv())
+
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16}}
+	defer client.CloseIdleConnections()
+	var mu sync.Mutex
+	var ids []string
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := 0; i < 8; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if id, ok := badReview(client, d); ok {
+					mu.Lock()
+					ids = append(ids, id)
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	if !waitFor(20*time.Second, func() bool { mu.Lock(); defer mu.Unlock(); return len(ids) >= 40 }) {
+		t.Fatal("too few 422s")
+	}
+	d.signal(syscall.SIGKILL) // requests are in flight on 8 clients
+	<-d.done
+	close(stop)
+	wg.Wait()
+	mu.Lock()
+	got := append([]string(nil), ids...)
+	mu.Unlock()
+
+	d2 := startDaemon(t, cfg, baseEnv())
+	for _, id := range got {
+		if st, m := adminGet(t, d2, "/admin/reviews/"+id); st != 200 || m["id"] != id {
+			t.Fatalf("review %s lost after kill -9: %d %v", id, st, m)
+		}
+	}
+	// every one is in the store itself, not waiting in a spool
+	if _, err := os.Stat(filepath.Join(dir, "review-spool.jsonl")); !os.IsNotExist(err) {
+		t.Fatalf("spool left: %v", err)
+	}
+	st, m := adminGet(t, d2, "/admin/reviews?limit=500&status=pending")
+	if st != 200 || len(m["items"].([]any)) < len(got) {
+		t.Fatalf("list: %d, %d items for %d ids", st, len(m["items"].([]any)), len(got))
+	}
+	t.Logf("%d ids checked after kill -9", len(got))
+}
+
+// serve starts, stays ready and spools when the store cannot be opened,
+// then moves the spooled items in once it can.
+func TestReviewStoreUnavailableAtStart(t *testing.T) {
+	up := newUpstream(t, byModel)
+	dir := t.TempDir()
+	// A directory where the database file should be: sqlite cannot open it.
+	blocker := filepath.Join(dir, "reviews.db")
+	if err := os.Mkdir(blocker, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cfg := writeConfig(t, dir, renderConfig(cfgOpts{upstream: up.URL()}))
+	d := startDaemon(t, cfg, baseEnv())
+	if st, _ := adminGet(t, d, "/readyz"); st != 200 {
+		t.Fatalf("not ready: %d", st)
+	}
+	client := &http.Client{}
+	defer client.CloseIdleConnections()
+	id, ok := badReview(client, d)
+	if !ok {
+		t.Fatal("422 not stored (spooled)")
+	}
+	spool := filepath.Join(dir, "review-spool.jsonl")
+	if b, err := os.ReadFile(spool); err != nil || !bytes.Contains(b, []byte(id)) {
+		t.Fatalf("not in the spool: %v", err)
+	}
+	if _, ok := d.logLine(5*time.Second, msgIs("review store unavailable; items are spooled")); !ok {
+		t.Fatal("store failure not logged")
+	}
+	if err := os.Remove(blocker); err != nil {
+		t.Fatal(err)
+	}
+	if !waitFor(10*time.Second, func() bool { _, err := os.Stat(spool); return os.IsNotExist(err) }) {
+		t.Fatal("spool never drained")
+	}
+	if st, m := adminGet(t, d, "/admin/reviews/"+id); st != 200 || m["status"] != "pending" {
+		t.Fatalf("%d %v", st, m)
+	}
+	resp, err := http.Get("http://" + d.Admin + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !bytes.Contains(b, []byte("contractd_review_store_errors_total 1")) || !bytes.Contains(b, []byte(`contractd_reviews_pending{`)) {
+		t.Fatalf("metrics:\n%s", b)
+	}
+}
