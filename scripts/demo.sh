@@ -36,6 +36,9 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
+# The demo's review store starts empty each run (make run keeps what it finds).
+rm -f examples/demo/reviews.db examples/demo/reviews.db-wal examples/demo/reviews.db-shm examples/demo/review-spool.jsonl
+
 echo "demo: starting contractd-sim on $SIM_ADDR (seed $SIM_SEED, failure rate $SIM_FAILURE_RATE) and contractd on 127.0.0.1:$API_PORT"
 bin/contractd-sim -config "$CONFIG" -addr "$SIM_ADDR" -seed "$SIM_SEED" \
   -failure-rate "$SIM_FAILURE_RATE" -latency 20ms 2>"$work/sim.log" &

@@ -195,9 +195,53 @@ func Run(ctx context.Context, o Options) error {
 			fmt.Fprintln(o.Out, "  - "+b)
 		}
 	}
+	if rt.Review.Store != "none" {
+		if err := printReviews(ctx, client, o, rt, rows); err != nil {
+			bad = append(bad, err.Error())
+			fmt.Fprintln(o.Out, "Review queue FAILED: "+err.Error())
+		}
+	}
 	if len(mismatches) > 0 || len(bad) > 0 {
 		return errors.New("the demo found differences (see above)")
 	}
+	return nil
+}
+
+// printReviews checks that every needs_review answer became a stored
+// review item and says how to resolve one.
+func printReviews(ctx context.Context, client *http.Client, o Options, rt *config.Runtime, rows []*Row) error {
+	var ids []string
+	for _, r := range rows {
+		if r.Status == http.StatusUnprocessableEntity {
+			ids = append(ids, r.RequestID)
+		}
+	}
+	if len(ids) == 0 {
+		return errors.New("no needs_review item to show")
+	}
+	for _, id := range ids {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, o.Admin+"/admin/reviews/"+id, nil)
+		if err != nil {
+			return err
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("review %s: GET /admin/reviews/%s answered %d", id, id, resp.StatusCode)
+		}
+	}
+	id := ids[0]
+	fmt.Fprintln(o.Out)
+	fmt.Fprintf(o.Out, "Review queue: all %d needs_review answers are stored items (%s store, %s).\n", len(ids), rt.Review.Store, rt.Review.Path)
+	fmt.Fprintln(o.Out, "To resolve one, start the pair and leave it running with `make run`, then:")
+	fmt.Fprintf(o.Out, "  open the reviewer page:  %s/review/\n", o.Admin)
+	fmt.Fprintf(o.Out, "  or with curl:            curl -s '%s/admin/reviews?status=pending'\n", o.Admin)
+	fmt.Fprintf(o.Out, "                           curl -s %s/admin/reviews/%s\n", o.Admin, id)
+	fmt.Fprintf(o.Out, "                           curl -s -X POST %s/admin/reviews/%s/approve -d '{\"output\": {...corrected JSON...}, \"reviewer\": \"you\"}'\n", o.Admin, id)
+	fmt.Fprintf(o.Out, "  the client side:         curl -s '%s/v1/reviews/%s?wait=30s'\n", o.API, id)
 	return nil
 }
 

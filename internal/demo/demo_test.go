@@ -14,6 +14,7 @@ import (
 	"github.com/contractd/contractd/config"
 	"github.com/contractd/contractd/internal/sim"
 	"github.com/contractd/contractd/proxy"
+	"github.com/contractd/contractd/review"
 )
 
 const demoConfig = "../../examples/demo/contractd.yaml"
@@ -45,7 +46,12 @@ func TestDemoEndToEnd(t *testing.T) {
 	}
 	defer f.Close()
 	srv := proxy.NewServer(rt, proxy.NewCaller(func(*config.Upstream) string { return "" }), audit.NewWriter(f), nil)
-	admin := &proxy.Admin{}
+	dbPath := filepath.Join(t.TempDir(), "reviews.db")
+	q := proxy.NewReviewQueue(context.Background(), func(ctx context.Context) (review.Store, error) { return review.OpenSQLite(ctx, dbPath) },
+		filepath.Join(filepath.Dir(dbPath), "review-spool.jsonl"), nil)
+	defer q.Close()
+	srv.Reviews = q
+	admin := &proxy.Admin{Reviews: srv.ReviewAdmin()}
 	admin.SetReady(true)
 	api := httptest.NewServer(srv.Handler(admin))
 	defer api.Close()
@@ -59,7 +65,7 @@ func TestDemoEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"Cross-check: all", "repaired", "needs_review", "12 covered"} {
+	for _, want := range []string{"Cross-check: all", "repaired", "needs_review", "12 covered", "needs_review answers are stored items", "/review/", "/approve"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q", want)
 		}
