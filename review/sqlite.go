@@ -15,6 +15,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	_ "modernc.org/sqlite" // pure Go, no cgo
@@ -27,12 +28,22 @@ var sqliteMigrations embed.FS
 //
 // Durability: WAL with synchronous=FULL fsyncs the log on every commit, so
 // a write that returned has reached the disk before the caller answers the
-// client (NORMAL would only survive a process crash, not a power loss; FULL
-// costs one fsync per needs_review, which the benchmark shows is well
-// within budget). Writers take the lock at BEGIN (IMMEDIATE) so a
+// client. NORMAL would survive kill -9 too but not a power loss; measured
+// here it saves about a third of the per-item cost (docs/benchmarks.md),
+// not enough to give up that guarantee. New items are group-committed by
+// one writer goroutine, so concurrent needs_review answers share a commit
+// and its fsync. Writers take the lock at BEGIN (IMMEDIATE) so a
 // read-then-write transaction never fails half way with SQLITE_BUSY.
 type SQLite struct {
-	db *sql.DB
+	db *sql.DB // readers
+	w  *sql.DB // the one writer connection: writers queue in Go, not in SQLite's busy handler
+
+	insItem, insRule *sql.Stmt // prepared once: parsing SQL per item costs more than the insert
+
+	creates    chan createReq
+	closed     chan struct{}
+	writerDone chan struct{}
+	closeOnce  sync.Once
 }
 
 // OpenSQLite opens (creating when missing) the store at file and runs its
@@ -43,17 +54,39 @@ func OpenSQLite(ctx context.Context, file string) (*SQLite, error) {
 		q.Add("_pragma", p)
 	}
 	q.Set("_txlock", "immediate")
-	db, err := sql.Open("sqlite", "file:"+file+"?"+q.Encode())
+	dsn := "file:" + file + "?" + q.Encode()
+	w, err := sql.Open("sqlite", dsn)
 	if err != nil {
 		return nil, fmt.Errorf("review store %s: %w", file, err)
 	}
-	db.SetMaxOpenConns(8)
-	db.SetConnMaxIdleTime(time.Minute)
-	if err := migrate(ctx, db, sqliteMigrations, "migrations/sqlite"); err != nil {
-		db.Close()
+	w.SetMaxOpenConns(1)
+	w.SetMaxIdleConns(1)
+	if err := migrate(ctx, w, sqliteMigrations, "migrations/sqlite"); err != nil {
+		w.Close()
 		return nil, fmt.Errorf("review store %s: %w", file, err)
 	}
-	return &SQLite{db: db}, nil
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		w.Close()
+		return nil, fmt.Errorf("review store %s: %w", file, err)
+	}
+	db.SetMaxOpenConns(4)
+	db.SetConnMaxIdleTime(time.Minute)
+	insItem, err := w.PrepareContext(ctx, sqlInsertItem)
+	if err != nil {
+		db.Close()
+		w.Close()
+		return nil, fmt.Errorf("review store %s: %w", file, err)
+	}
+	insRule, err := w.PrepareContext(ctx, sqlInsertRule)
+	if err != nil {
+		db.Close()
+		w.Close()
+		return nil, fmt.Errorf("review store %s: %w", file, err)
+	}
+	s := &SQLite{db: db, w: w, insItem: insItem, insRule: insRule, creates: make(chan createReq), closed: make(chan struct{}), writerDone: make(chan struct{})}
+	go s.writer()
+	return s, nil
 }
 
 // migrate applies the embedded migrations not yet recorded, each in its own
@@ -104,7 +137,15 @@ func migrate(ctx context.Context, db *sql.DB, fsys embed.FS, dir string) error {
 }
 
 // Close closes the database.
-func (s *SQLite) Close() error { return s.db.Close() }
+func (s *SQLite) Close() error {
+	var err error
+	s.closeOnce.Do(func() {
+		close(s.closed)
+		<-s.writerDone
+		err = errors.Join(s.insItem.Close(), s.insRule.Close(), s.db.Close(), s.w.Close())
+	})
+	return err
+}
 
 func newID() string {
 	var b [12]byte
@@ -120,7 +161,110 @@ func nullTime(ns sql.NullInt64) *time.Time {
 	return &t
 }
 
+const (
+	sqlInsertItem = `INSERT INTO reviews (id, status, created_ns, route, prompt_name, prompt_sha,
+		contract_name, contract_sha, key_id, input, request, attempts) VALUES (?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT (id) DO NOTHING`
+	sqlInsertRule = `INSERT INTO review_rules (review_id, rule, created_ns) VALUES (?,?,?) ON CONFLICT DO NOTHING`
+)
+
+type createReq struct {
+	it      *Item
+	webhook bool
+	res     chan createRes
+}
+
+type createRes struct {
+	created bool
+	err     error
+}
+
+// Create hands the item to the writer goroutine, which commits every
+// item waiting at that moment in one transaction (group commit): under
+// load many needs_review answers share one WAL commit instead of queueing
+// for one each. It returns once the transaction holding it committed.
 func (s *SQLite) Create(ctx context.Context, it *Item, webhook bool) (bool, error) {
+	req := createReq{it: it, webhook: webhook, res: make(chan createRes, 1)}
+	select {
+	case s.creates <- req:
+	case <-s.closed:
+		return false, errClosed
+	case <-ctx.Done():
+		return false, ctx.Err()
+	}
+	select {
+	case r := <-req.res:
+		return r.created, r.err
+	case <-ctx.Done():
+		// It may still commit; a caller that spools it instead is safe
+		// because creating an existing id is a no-op.
+		return false, ctx.Err()
+	}
+}
+
+var errClosed = errors.New("review store closed")
+
+// maxBatch bounds one group commit.
+const maxBatch = 128
+
+func (s *SQLite) writer() {
+	defer close(s.writerDone)
+	for {
+		var first createReq
+		select {
+		case first = <-s.creates:
+		case <-s.closed:
+			return
+		}
+		batch := []createReq{first}
+	more:
+		for len(batch) < maxBatch {
+			select {
+			case r := <-s.creates:
+				batch = append(batch, r)
+			default:
+				break more
+			}
+		}
+		s.commitBatch(batch)
+	}
+}
+
+func (s *SQLite) commitBatch(batch []createReq) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	created, err := s.insertAll(ctx, batch)
+	if err != nil && len(batch) > 1 {
+		// One bad item must not fail the others: retry each alone.
+		for _, r := range batch {
+			c, err := s.insertAll(ctx, []createReq{r})
+			r.res <- createRes{c[0], err}
+		}
+		return
+	}
+	for i, r := range batch {
+		r.res <- createRes{created[i], err}
+	}
+}
+
+func (s *SQLite) insertAll(ctx context.Context, batch []createReq) ([]bool, error) {
+	created := make([]bool, len(batch))
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return created, err
+	}
+	defer tx.Rollback()
+	for i, r := range batch {
+		if created[i], err = s.insert(ctx, tx, r.it, r.webhook); err != nil {
+			return make([]bool, len(batch)), err
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return make([]bool, len(batch)), err
+	}
+	return created, nil
+}
+
+func (s *SQLite) insert(ctx context.Context, tx *sql.Tx, it *Item, webhook bool) (bool, error) {
 	atts, err := json.Marshal(nonNilAttempts(it.Attempts))
 	if err != nil {
 		return false, err
@@ -134,13 +278,7 @@ func (s *SQLite) Create(ctx context.Context, it *Item, webhook bool) (bool, erro
 		req = json.RawMessage("null")
 	}
 	created := it.CreatedAt.UnixNano()
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		return false, err
-	}
-	defer tx.Rollback()
-	res, err := tx.ExecContext(ctx, `INSERT INTO reviews (id, status, created_ns, route, prompt_name, prompt_sha,
-		contract_name, contract_sha, key_id, input, request, attempts) VALUES (?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT (id) DO NOTHING`,
+	res, err := tx.StmtContext(ctx, s.insItem).ExecContext(ctx,
 		it.ID, string(StatusPending), created, it.Route, it.Prompt.Name, it.Prompt.SHA256, it.Contract.Name, it.Contract.SHA256,
 		it.KeyID, string(input), string(req), string(atts))
 	if err != nil {
@@ -149,8 +287,9 @@ func (s *SQLite) Create(ctx context.Context, it *Item, webhook bool) (bool, erro
 	if n, _ := res.RowsAffected(); n == 0 {
 		return false, nil
 	}
+	ins := tx.StmtContext(ctx, s.insRule)
 	for _, r := range it.Rules() {
-		if _, err := tx.ExecContext(ctx, `INSERT INTO review_rules (review_id, rule, created_ns) VALUES (?,?,?) ON CONFLICT DO NOTHING`, it.ID, r, created); err != nil {
+		if _, err := ins.ExecContext(ctx, it.ID, r, created); err != nil {
 			return false, err
 		}
 	}
@@ -161,7 +300,7 @@ func (s *SQLite) Create(ctx context.Context, it *Item, webhook bool) (bool, erro
 			return false, err
 		}
 	}
-	return true, tx.Commit()
+	return true, nil
 }
 
 func (s *SQLite) enqueue(ctx context.Context, tx *sql.Tx, typ string, it *Item) error {
@@ -303,7 +442,7 @@ func (s *SQLite) Resolve(ctx context.Context, id string, r Resolve) (*Item, erro
 	if r.Status != StatusApproved && r.Status != StatusRejected {
 		return nil, fmt.Errorf("resolve %s: status must be approved or rejected, not %q", id, r.Status)
 	}
-	tx, err := s.db.BeginTx(ctx, nil)
+	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -386,7 +525,7 @@ func (s *SQLite) appendTx(ctx context.Context, tx *sql.Tx, id string, atts []Att
 }
 
 func (s *SQLite) AppendAttempts(ctx context.Context, id string, atts []Attempt) (*Item, error) {
-	tx, err := s.db.BeginTx(ctx, nil)
+	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -456,7 +595,7 @@ func (s *SQLite) Pending(ctx context.Context) (map[string]int, error) {
 func (s *SQLite) DeleteResolvedBefore(ctx context.Context, t time.Time) (int, error) {
 	total := 0
 	for _, st := range []Status{StatusApproved, StatusRejected} {
-		res, err := s.db.ExecContext(ctx, `DELETE FROM reviews WHERE status = ? AND resolved_ns < ?`, string(st), t.UnixNano())
+		res, err := s.w.ExecContext(ctx, `DELETE FROM reviews WHERE status = ? AND resolved_ns < ?`, string(st), t.UnixNano())
 		if err != nil {
 			return total, err
 		}
@@ -467,7 +606,7 @@ func (s *SQLite) DeleteResolvedBefore(ctx context.Context, t time.Time) (int, er
 }
 
 func (s *SQLite) ClaimDeliveries(ctx context.Context, now time.Time, limit int, lease time.Duration) ([]Delivery, error) {
-	tx, err := s.db.BeginTx(ctx, nil)
+	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -502,9 +641,9 @@ func (s *SQLite) ClaimDeliveries(ctx context.Context, now time.Time, limit int, 
 func (s *SQLite) FinishDelivery(ctx context.Context, id string, done bool, retryAt time.Time) error {
 	var err error
 	if done {
-		_, err = s.db.ExecContext(ctx, `DELETE FROM webhook_outbox WHERE id = ?`, id)
+		_, err = s.w.ExecContext(ctx, `DELETE FROM webhook_outbox WHERE id = ?`, id)
 	} else {
-		_, err = s.db.ExecContext(ctx, `UPDATE webhook_outbox SET next_ns = ?, tries = tries + 1 WHERE id = ?`, retryAt.UnixNano(), id)
+		_, err = s.w.ExecContext(ctx, `UPDATE webhook_outbox SET next_ns = ?, tries = tries + 1 WHERE id = ?`, retryAt.UnixNano(), id)
 	}
 	return err
 }
