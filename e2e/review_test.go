@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // badReview sends one request that ends in needs_review and returns the
@@ -164,5 +166,66 @@ func TestReviewStoreUnavailableAtStart(t *testing.T) {
 	resp.Body.Close()
 	if !bytes.Contains(b, []byte("contractd_review_store_errors_total 1")) || !bytes.Contains(b, []byte(`contractd_reviews_pending{`)) {
 		t.Fatalf("metrics:\n%s", b)
+	}
+}
+
+// The store's files become unwritable while serving (RLIMIT_FSIZE lowered
+// on the running process: every write past 16 KiB fails with EFBIG):
+// needs_review items go to the spool, and into the store once writes work
+// again.
+func TestReviewStoreUnwritableAtRuntime(t *testing.T) {
+	up := newUpstream(t, byModel)
+	dir := t.TempDir()
+	cfg := writeConfig(t, dir, renderConfig(cfgOpts{upstream: up.URL()}))
+	d := startDaemon(t, cfg, baseEnv())
+	client := &http.Client{}
+	defer client.CloseIdleConnections()
+	for i := 0; i < 3; i++ { // the store grows past the limit set below
+		if _, ok := badReview(client, d); !ok {
+			t.Fatal("422 not stored")
+		}
+	}
+	pid := d.cmd.Process.Pid
+	var old unix.Rlimit
+	if err := unix.Prlimit(pid, unix.RLIMIT_FSIZE, nil, &old); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Prlimit(pid, unix.RLIMIT_FSIZE, &unix.Rlimit{Cur: 16 << 10, Max: old.Max}, nil); err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for i := 0; i < 2; i++ {
+		id, ok := badReview(client, d)
+		if !ok {
+			t.Fatal("422 not durable while the store cannot be written")
+		}
+		ids = append(ids, id)
+	}
+	spool := filepath.Join(dir, "review-spool.jsonl")
+	b, err := os.ReadFile(spool)
+	if err != nil {
+		t.Fatalf("nothing spooled: %v", err)
+	}
+	for _, id := range ids {
+		if !bytes.Contains(b, []byte(id)) {
+			t.Fatalf("%s not in the spool", id)
+		}
+	}
+	if st, _ := adminGet(t, d, "/readyz"); st != 200 {
+		t.Fatalf("not ready while the store fails: %d", st)
+	}
+	if err := unix.Prlimit(pid, unix.RLIMIT_FSIZE, &old, nil); err != nil {
+		t.Fatal(err)
+	}
+	if !waitFor(10*time.Second, func() bool { _, err := os.Stat(spool); return os.IsNotExist(err) }) {
+		t.Fatal("spool never drained")
+	}
+	for _, id := range ids {
+		if st, m := adminGet(t, d, "/admin/reviews/"+id); st != 200 || m["id"] != id {
+			t.Fatalf("%s: %d %v", id, st, m)
+		}
+	}
+	if d.exited() {
+		t.Fatal("contractd died")
 	}
 }
