@@ -259,6 +259,39 @@ func reviewSubject(route *config.Route, it *review.Item) (*Prepared, contracts.S
 	return p, subj, nil
 }
 
+// pendingReview is a pending item with its current route, prepared as
+// serving would prepare its request: what approve and rerun start from.
+type pendingReview struct {
+	st    review.Store
+	it    *review.Item
+	route *config.Route
+	p     *Prepared
+	subj  contracts.Subject
+}
+
+func (s *Server) pendingReview(r *http.Request) (*pendingReview, *APIError) {
+	st, aerr := s.store()
+	if aerr != nil {
+		return nil, aerr
+	}
+	it, err := st.Get(r.Context(), r.PathValue("id"))
+	if err != nil {
+		return nil, s.storeError(err)
+	}
+	if it.Status != review.StatusPending {
+		return nil, s.storeError(review.ErrAlreadyResolved)
+	}
+	route, aerr := s.contractRoute(it.Route)
+	if aerr != nil {
+		return nil, aerr
+	}
+	p, subj, aerr := reviewSubject(route, it)
+	if aerr != nil {
+		return nil, aerr
+	}
+	return &pendingReview{st: st, it: it, route: route, p: p, subj: subj}, nil
+}
+
 func (s *Server) contractRoute(name string) (*config.Route, *APIError) {
 	route := s.state.Load().rt.Routes[name]
 	if route == nil || route.Passthrough {
@@ -282,30 +315,12 @@ func (s *Server) approveReview(w http.ResponseWriter, r *http.Request) {
 		writeError(w, missingField("reviewer"))
 		return
 	}
-	st, aerr := s.store()
+	pr, aerr := s.pendingReview(r)
 	if aerr != nil {
 		writeError(w, aerr)
 		return
 	}
-	it, err := st.Get(r.Context(), r.PathValue("id"))
-	if err != nil {
-		writeError(w, s.storeError(err))
-		return
-	}
-	if it.Status != review.StatusPending {
-		writeError(w, s.storeError(review.ErrAlreadyResolved))
-		return
-	}
-	route, aerr := s.contractRoute(it.Route)
-	if aerr != nil {
-		writeError(w, aerr)
-		return
-	}
-	_, subj, aerr := reviewSubject(route, it)
-	if aerr != nil {
-		writeError(w, aerr)
-		return
-	}
+	st, it, route, subj := pr.st, pr.it, pr.route, pr.subj
 	text := outputText(b.Output)
 	if !json.Valid([]byte(text)) {
 		writeError(w, badRequest(CodeInvalidJSON, "output", "output must be a JSON object or a string holding one"))
@@ -371,30 +386,12 @@ func (s *Server) resolved(it *review.Item) {
 }
 
 func (s *Server) rerunReview(w http.ResponseWriter, r *http.Request) {
-	st, aerr := s.store()
+	pr, aerr := s.pendingReview(r)
 	if aerr != nil {
 		writeError(w, aerr)
 		return
 	}
-	it, err := st.Get(r.Context(), r.PathValue("id"))
-	if err != nil {
-		writeError(w, s.storeError(err))
-		return
-	}
-	if it.Status != review.StatusPending {
-		writeError(w, s.storeError(review.ErrAlreadyResolved))
-		return
-	}
-	route, aerr := s.contractRoute(it.Route)
-	if aerr != nil {
-		writeError(w, aerr)
-		return
-	}
-	p, _, aerr := reviewSubject(route, it)
-	if aerr != nil {
-		writeError(w, aerr)
-		return
-	}
+	st, it, route, p := pr.st, pr.it, pr.route, pr.p
 	sst := s.state.Load()
 	ctx, cancel := context.WithTimeout(r.Context(), sst.rt.Server.RequestTimeout)
 	defer cancel()
@@ -425,7 +422,7 @@ func (s *Server) rerunReview(w http.ResponseWriter, r *http.Request) {
 			Resolution: review.Resolution{By: review.ByRerun, Output: json.RawMessage(v.result.JSON)}})
 		return
 	}
-	it, err = st.AppendAttempts(context.WithoutCancel(r.Context()), it.ID, atts)
+	it, err := st.AppendAttempts(context.WithoutCancel(r.Context()), it.ID, atts)
 	if err != nil {
 		writeError(w, s.storeError(err))
 		return
