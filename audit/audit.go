@@ -75,6 +75,7 @@ type Event struct {
 	Time        time.Time       `json:"time"`
 	RequestID   string          `json:"request_id"`
 	Route       string          `json:"route"`
+	API         string          `json:"api,omitempty"` // "chat" or "responses": the client-facing API
 	Outcome     string          `json:"outcome"`
 	Status      int             `json:"status"`
 	DurationMS  float64         `json:"duration_ms"`

@@ -43,6 +43,9 @@ func (s *Server) contract(ctx context.Context, w http.ResponseWriter, r *http.Re
 	}
 	p, aerr := prepareObject(route, obj)
 	if aerr != nil {
+		if x.edge == responsesEdge {
+			responsesParam(aerr)
+		}
 		x.fail(ctx, w, aerr, audit.OutcomeRejected)
 		return
 	}
@@ -79,11 +82,7 @@ func (s *Server) contract(ctx context.Context, w http.ResponseWriter, r *http.Re
 		return
 	}
 	x.finish(ctx, http.StatusOK, audit.OutcomeValid, "")
-	if p.Stream {
-		writeStream(w, v, route, k, p.IncludeUsage)
-		return
-	}
-	writeJSON(w, http.StatusOK, successBody(v, route, k))
+	x.edge.write(w, v, route, x.ev.RequestID, p)
 }
 
 // attempts runs the retry plan (SPEC §5). It returns the accepted verdict,

@@ -120,3 +120,58 @@ func FuzzRequestReader(f *testing.F) {
 		}
 	})
 }
+
+// FuzzResponsesRequest: the Responses request reader never panics; what it
+// accepts becomes a chat request whose messages are a JSON array, that the
+// shared pipeline can prepare, and that carries no Responses-only member.
+func FuzzResponsesRequest(f *testing.F) {
+	fuzzOnce.Do(func() { fuzzRT = loadRuntime(f, "http://127.0.0.1:1/v1", cfg{}) })
+	for _, s := range []string{
+		`{"model":"free","input":"hi"}`, `{"model":"free","input":[]}`, `{"model":"free","input":42}`,
+		`{"model":"free-drop","instructions":"x","input":[{"role":"user","content":[{"type":"input_text","text":"a"}]}]}`,
+		`{"model":"free","input":[{"type":"message","role":"assistant","content":[{"type":"output_text","text":"a"}]},{"role":"user","content":"b"}]}`,
+		`{"model":"free","input":[{"role":"user","content":[{"type":"input_image","image_url":"x"}]}]}`,
+		`{"model":"free","input":"q","text":{"format":{"type":"json_schema","name":"n","schema":{"type":"object"},"strict":true}}}`,
+		`{"model":"classify","input":[],"contract_input":{"subject":"s","body":"b"}}`,
+		`{"model":"free","input":"q","tools":[],"store":true,"max_output_tokens":5}`,
+		"{\"model\":\"free\",\"input\":\"\xff\"}",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		obj, err := parseObject(body)
+		if err != nil {
+			return
+		}
+		for _, name := range []string{"free", "free-drop", "classify"} {
+			route := fuzzRT.Routes[name]
+			chat, aerr := responsesToChat(route, obj)
+			if aerr != nil {
+				if aerr.Status != 400 || aerr.Code == "" {
+					t.Fatalf("%s: error %+v", name, aerr)
+				}
+				continue
+			}
+			out := chat.apply(nil)
+			var m map[string]json.RawMessage
+			if err := json.Unmarshal(out, &m); err != nil {
+				t.Fatalf("%s: mapped body is not JSON: %v\n%s", name, err, out)
+			}
+			if msgs := bytes.TrimSpace(m["messages"]); len(msgs) == 0 || msgs[0] != '[' {
+				t.Fatalf("%s: messages %s", name, msgs)
+			}
+			for _, k := range []string{"input", "instructions", "text", "store", "max_output_tokens", "tools"} {
+				if _, ok := m[k]; ok {
+					t.Fatalf("%s: %s survived: %s", name, k, out)
+				}
+			}
+			p, aerr := prepareObject(route, chat)
+			if aerr != nil {
+				continue
+			}
+			if ab, aerr := p.Build(route.Plan[0]); aerr == nil && !json.Valid(ab.Body) {
+				t.Fatalf("%s: upstream body is not JSON: %s", name, ab.Body)
+			}
+		}
+	})
+}

@@ -315,7 +315,12 @@ func testEnv(name string) string {
 
 func newHarness(t *testing.T, h upHandler, c cfg) *harness {
 	t.Helper()
-	up := newFakeUpstream(t, h)
+	return newHarnessOn(t, newFakeUpstream(t, h), c)
+}
+
+// newHarnessOn puts a Server in front of up.
+func newHarnessOn(t *testing.T, up *fakeUpstream, c cfg) *harness {
+	t.Helper()
 	rt := loadRuntime(t, up.URL(), c)
 	caller := NewCaller(testKeys)
 	caller.Backoff = time.Millisecond

@@ -25,7 +25,7 @@ func (s *Server) passthrough(ctx context.Context, w http.ResponseWriter, r *http
 	if x.st.rt.Audit.IncludeContent {
 		x.ev.Input = body // the forwarded request; a relayed stream is not captured
 	}
-	target, err := url.Parse(route.Upstream.BaseURL + "/chat/completions")
+	target, err := url.Parse(route.Upstream.BaseURL + x.edge.upstreamPath)
 	if err != nil {
 		x.fail(ctx, w, &APIError{Status: http.StatusBadGateway, Type: typeUpstream, Code: CodeUpstreamError, Message: "bad upstream URL"}, audit.OutcomeUpstreamError)
 		return

@@ -87,6 +87,8 @@ func (s *Server) Handler(admin http.Handler) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/chat/completions", s.chat)
 	mux.HandleFunc("POST /r/{route}/v1/chat/completions", s.chat)
+	mux.HandleFunc("POST /v1/responses", s.responses)
+	mux.HandleFunc("POST /r/{route}/v1/responses", s.responses)
 	mux.HandleFunc("GET /v1/models", s.models)
 	mux.HandleFunc("GET /r/{route}/v1/models", s.models)
 	mux.HandleFunc("GET /v1/reviews/{id}", s.getReview)
@@ -155,11 +157,13 @@ func newRequestID() string {
 	return "req_" + hex.EncodeToString(b[:])
 }
 
-// exchange is one chat-completions request in flight: its audit event is
-// filled as it goes and written once, before the response completes.
+// exchange is one chat-completions or responses request in flight: its
+// audit event is filled as it goes and written once, before the response
+// completes.
 type exchange struct {
 	s     *Server
 	st    *state
+	edge  *edge
 	ev    *audit.Event
 	start time.Time
 	log   *slog.Logger
@@ -194,12 +198,18 @@ func (x *exchange) fail(ctx context.Context, w http.ResponseWriter, e *APIError,
 	writeError(w, e)
 }
 
-func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
+func (s *Server) chat(w http.ResponseWriter, r *http.Request) { s.serve(w, r, chatEdge) }
+
+func (s *Server) responses(w http.ResponseWriter, r *http.Request) { s.serve(w, r, responsesEdge) }
+
+// serve is every POST edge: the same checks in the same order, then the
+// passthrough relay or the one contract pipeline.
+func (s *Server) serve(w http.ResponseWriter, r *http.Request, e *edge) {
 	st := s.state.Load()
 	rt := st.rt
 	id := newRequestID()
 	w.Header().Set("X-Request-Id", id)
-	x := &exchange{s: s, st: st, start: time.Now(), ev: &audit.Event{Time: time.Now().UTC(), RequestID: id},
+	x := &exchange{s: s, st: st, edge: e, start: time.Now(), ev: &audit.Event{Time: time.Now().UTC(), RequestID: id, API: e.api},
 		log: s.Logger.With("request_id", id)}
 	ctx, cancel := context.WithTimeout(r.Context(), rt.Server.RequestTimeout)
 	defer cancel()
@@ -245,6 +255,14 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	if route.Passthrough {
 		s.passthrough(ctx, w, r, x, route, obj)
 		return
+	}
+	if e.adapt != nil {
+		if obj, aerr = e.adapt(route, obj); aerr != nil {
+			x.ev.Prompt = &audit.Ref{Name: route.Prompt.Name, SHA256: route.Prompt.SHA256}
+			x.ev.Contract = &audit.Ref{Name: route.Contract.Name, SHA256: route.Contract.SHA256}
+			x.fail(ctx, w, aerr, audit.OutcomeRejected)
+			return
+		}
 	}
 	s.contract(ctx, w, r, x, route, obj)
 }

@@ -15,7 +15,8 @@ import (
 func cmdRender(args []string, stdout, stderr io.Writer) int {
 	fs, cfg := newFlags("render", stderr)
 	routeName := fs.String("route", "", "route to render")
-	inputPath := fs.String("input", "", "a chat completion request body, or the input object (default: the prompt's example_input)")
+	inputPath := fs.String("input", "", "a chat completion or Responses API request body, or the input object (default: the prompt's example_input)")
+	api := fs.String("api", "", "the request body's API: chat or responses (default: responses when the body has \"input\" and no \"messages\")")
 	attempt := fs.Int("attempt", 1, "attempt number (1-based)")
 	if pos, err := parseInterleaved(fs, args); err != nil || len(pos) > 0 || *routeName == "" {
 		if err == nil {
@@ -46,7 +47,20 @@ func cmdRender(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "contractd render: %v\n", err)
 		return exitUsage
 	}
-	out, err := proxy.Render(route, body, *attempt)
+	render := proxy.Render
+	switch *api {
+	case "responses":
+		render = proxy.RenderResponses
+	case "chat":
+	case "":
+		if isResponsesBody(body) {
+			render = proxy.RenderResponses
+		}
+	default:
+		fmt.Fprintf(stderr, "contractd render: --api must be chat or responses\n")
+		return exitUsage
+	}
+	out, err := render(route, body, *attempt)
 	if errors.Is(err, proxy.ErrNoSuchAttempt) {
 		fmt.Fprintf(stderr, "contractd render: --attempt %d: %v\n", *attempt, err)
 		return exitUsage
@@ -86,9 +100,23 @@ func requestBodyFor(route *config.Route, raw []byte) ([]byte, error) {
 		if _, ok := probe["contract_input"]; ok {
 			return raw, nil
 		}
+		if isResponsesBody(raw) {
+			return raw, nil
+		}
 		if !route.Passthrough && route.Prompt.InputSchema != nil {
 			return json.Marshal(map[string]any{"model": route.Name, "contract_input": json.RawMessage(raw)})
 		}
 	}
 	return json.Marshal(map[string]any{"model": route.Name, "messages": []any{map[string]string{"role": "user", "content": string(raw)}}})
+}
+
+// isResponsesBody tells a Responses API request body from a chat one.
+func isResponsesBody(b []byte) bool {
+	var probe map[string]json.RawMessage
+	if json.Unmarshal(b, &probe) != nil {
+		return false
+	}
+	_, input := probe["input"]
+	_, messages := probe["messages"]
+	return input && !messages
 }

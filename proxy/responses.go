@@ -1,0 +1,382 @@
+package proxy
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/contractd/contractd/config"
+	"github.com/go-json-experiment/json/jsontext"
+)
+
+// An edge is one client-facing API over the single contract pipeline: an
+// input adapter that turns its request into the chat request the pipeline
+// prepares, and an output writer for the accepted verdict. Errors, reviews
+// and the attempt plan are shared, so a 422 is the same on every edge.
+type edge struct {
+	api          string // the audit event's "api"
+	upstreamPath string // where passthrough routes forward
+	// adapt maps the client's body onto a chat request; nil: already one.
+	adapt func(route *config.Route, obj object) (object, *APIError)
+	write func(w http.ResponseWriter, v *verdict, route *config.Route, id string, p *Prepared)
+}
+
+var (
+	chatEdge = &edge{api: "chat", upstreamPath: "/chat/completions", write: writeChat}
+	// responsesEdge serves the Responses API with the chat attempt plan:
+	// the upstream is always called on its chat completions endpoint.
+	responsesEdge = &edge{api: "responses", upstreamPath: "/responses", adapt: responsesToChat, write: writeResponse}
+)
+
+func writeChat(w http.ResponseWriter, v *verdict, route *config.Route, _ string, p *Prepared) {
+	if p.Stream {
+		writeStream(w, v, route, route.Contract, p.IncludeUsage)
+		return
+	}
+	writeJSON(w, http.StatusOK, successBody(v, route, route.Contract))
+}
+
+// Responses request fields a contract route refuses: each needs state or
+// tools contractd does not keep or run.
+var responsesUnsupported = []string{"tools", "tool_choice", "previous_response_id", "conversation", "background", "prompt"}
+
+// responsesField says what the chat request gets of a Responses field.
+type fieldRule uint8
+
+const (
+	fieldKeep   fieldRule = iota + 1 // same name and meaning in chat: forwarded byte-for-byte
+	fieldDrop                        // accepted, decided by the route or meaningless upstream
+	fieldMapped                      // rewritten (input, instructions, text)
+)
+
+var responsesFields = map[string]fieldRule{
+	"model": fieldKeep, "temperature": fieldKeep, "seed": fieldKeep, "stream": fieldKeep,
+	"stream_options": fieldKeep, "top_p": fieldKeep, "user": fieldKeep, "metadata": fieldKeep,
+	"contract_input": fieldKeep, "service_tier": fieldKeep, "prompt_cache_key": fieldKeep,
+	"safety_identifier": fieldKeep, "top_logprobs": fieldKeep,
+	// store: contractd keeps nothing for later turns and must not ask the
+	// upstream to either; max_output_tokens: the route decides.
+	"store": fieldDrop, "max_output_tokens": fieldDrop, "include": fieldDrop,
+	"truncation": fieldDrop, "parallel_tool_calls": fieldDrop, "max_tool_calls": fieldDrop,
+	"input": fieldMapped, "instructions": fieldMapped, "text": fieldMapped,
+}
+
+// responsesToChat is the Responses edge's input adapter: it checks what
+// only this API has (its refused fields, the input's shape, instructions)
+// and builds the chat request object the shared pipeline prepares. It
+// builds the member list directly; nothing is parsed twice.
+func responsesToChat(route *config.Route, obj object) (object, *APIError) {
+	for _, name := range responsesUnsupported {
+		if v, ok := obj.get(name); ok && v.Kind() != 'n' {
+			return nil, badRequest(CodeUnsupportedParameter, name, "%s is not supported on contract routes", name)
+		}
+	}
+	out := make(object, 0, len(obj)+1)
+	var msgs bytes.Buffer
+	msgs.WriteByte('[')
+	hasContractInput := false
+	if v, ok := obj.get("contract_input"); ok && v.Kind() != 'n' {
+		hasContractInput = true
+	}
+	if v, ok := obj.get("instructions"); ok && v.Kind() != 'n' {
+		if v.Kind() != '"' {
+			return nil, badRequest(CodeInvalidJSON, "instructions", "instructions must be a string")
+		}
+		if route.ClientSystem != "drop" {
+			return nil, badRequest(CodeClientSystem, "instructions",
+				"route %q does not accept instructions; its prompt is registered in contractd", route.Name)
+		}
+		// dropped with the client's other system messages
+	}
+	in, ok := obj.get("input")
+	if !ok || in.Kind() == 'n' {
+		if !hasContractInput {
+			return nil, badRequest(CodeInvalidJSON, "input", "input is required (a string, or a list of message items)")
+		}
+	} else if aerr := appendInput(&msgs, in, hasContractInput); aerr != nil {
+		return nil, aerr
+	}
+	msgs.WriteByte(']')
+	for _, m := range obj {
+		switch responsesFields[m.Name] {
+		case fieldKeep:
+			out = append(out, m)
+		case fieldDrop:
+		case fieldMapped:
+			if m.Name == "text" {
+				rf, aerr := textFormat(m.Value)
+				if aerr != nil {
+					return nil, aerr
+				}
+				if rf != nil {
+					out = append(out, member{Name: "response_format", Value: rf})
+				}
+			}
+		default:
+			if m.Value.Kind() == 'n' {
+				continue
+			}
+			return nil, badRequest(CodeUnsupportedParameter, m.Name, "%s is not supported on contract routes", quoteForMessage(m.Name))
+		}
+	}
+	out = append(out, member{Name: "messages", Value: msgs.Bytes()})
+	return out, nil
+}
+
+// appendInput writes input (a string, or a list of message items) as chat
+// messages.
+func appendInput(msgs *bytes.Buffer, in jsontext.Value, hasContractInput bool) *APIError {
+	switch in.Kind() {
+	case '"':
+		msgs.WriteString(`{"role":"user","content":`)
+		msgs.Write(in)
+		msgs.WriteByte('}')
+		return nil
+	case '[':
+	default:
+		return badRequest(CodeInvalidJSON, "input", "input must be a string or a list of message items")
+	}
+	var items []jsontext.Value
+	if err := json.Unmarshal(in, &items); err != nil {
+		return badRequest(CodeInvalidJSON, "input", "input must be a list of message items")
+	}
+	if len(items) == 0 && !hasContractInput {
+		return badRequest(CodeInputSchemaViolation, "input", "input is an empty list; send a user message or contract_input")
+	}
+	for i, it := range items {
+		param := fmt.Sprintf("input[%d]", i)
+		var m struct {
+			Type    *string        `json:"type"`
+			Role    *string        `json:"role"`
+			Content jsontext.Value `json:"content"`
+		}
+		if it.Kind() != '{' || json.Unmarshal(it, &m) != nil {
+			return badRequest(CodeInvalidJSON, param, "each input item must be a message object with a role and content")
+		}
+		if m.Type != nil && *m.Type != "message" {
+			return badRequest(CodeUnsupportedParameter, param+".type", "input items of type %s are not supported on contract routes", quoteForMessage(*m.Type))
+		}
+		if m.Role == nil {
+			return badRequest(CodeInvalidJSON, param+".role", "each input message needs a role")
+		}
+		switch *m.Role {
+		case "user", "assistant", "system", "developer":
+		default:
+			return badRequest(CodeInvalidJSON, param+".role", "role must be user, assistant, system or developer")
+		}
+		if i > 0 {
+			msgs.WriteByte(',')
+		}
+		msgs.WriteString(`{"role":`)
+		writeString(msgs, *m.Role)
+		msgs.WriteString(`,"content":`)
+		switch m.Content.Kind() {
+		case '"':
+			msgs.Write(m.Content)
+		case '[':
+			if aerr := appendParts(msgs, m.Content, param+".content"); aerr != nil {
+				return aerr
+			}
+		default:
+			return badRequest(CodeInvalidJSON, param+".content", "content must be a string or a list of input_text parts")
+		}
+		msgs.WriteByte('}')
+	}
+	return nil
+}
+
+// appendParts maps input_text (and, in replayed assistant turns,
+// output_text) parts to chat text parts. Other part types (images, files,
+// audio) are refused rather than silently dropped.
+func appendParts(msgs *bytes.Buffer, content jsontext.Value, param string) *APIError {
+	var parts []struct {
+		Type string          `json:"type"`
+		Text json.RawMessage `json:"text"`
+	}
+	if err := json.Unmarshal(content, &parts); err != nil {
+		return badRequest(CodeInvalidJSON, param, "content parts must be objects with a type")
+	}
+	msgs.WriteByte('[')
+	for j, pt := range parts {
+		switch pt.Type {
+		case "input_text", "output_text":
+		default:
+			return badRequest(CodeUnsupportedParameter, fmt.Sprintf("%s[%d].type", param, j),
+				"content parts of type %s are not supported on contract routes (input_text only)", quoteForMessage(pt.Type))
+		}
+		if t := bytes.TrimSpace(pt.Text); len(t) == 0 || t[0] != '"' {
+			return badRequest(CodeInvalidJSON, fmt.Sprintf("%s[%d].text", param, j), "text must be a string")
+		}
+		if j > 0 {
+			msgs.WriteByte(',')
+		}
+		msgs.WriteString(`{"type":"text","text":`)
+		msgs.Write(bytes.TrimSpace(pt.Text))
+		msgs.WriteByte('}')
+	}
+	msgs.WriteByte(']')
+	return nil
+}
+
+// textFormat maps text.format onto chat's response_format, so whatever
+// reads the client's requested schema sees it in one place on both edges.
+// The route still decides what is sent upstream.
+func textFormat(text jsontext.Value) (jsontext.Value, *APIError) {
+	if text.Kind() == 'n' {
+		return nil, nil
+	}
+	var t struct {
+		Format map[string]json.RawMessage `json:"format"`
+	}
+	if text.Kind() != '{' || json.Unmarshal(text, &t) != nil {
+		return nil, badRequest(CodeInvalidJSON, "text", "text must be an object")
+	}
+	if t.Format == nil {
+		return nil, nil
+	}
+	var typ string
+	_ = json.Unmarshal(t.Format["type"], &typ)
+	if typ != "json_schema" {
+		return mustJSON(map[string]string{"type": typ}), nil
+	}
+	js := make(map[string]json.RawMessage, len(t.Format))
+	for k, v := range t.Format {
+		if k != "type" {
+			js[k] = v
+		}
+	}
+	return mustJSON(map[string]any{"type": "json_schema", "json_schema": js}), nil
+}
+
+// responsesParam names the Responses field for an error the shared
+// pipeline raised about the chat request it was given.
+func responsesParam(e *APIError) {
+	if e.Param != nil && strings.HasPrefix(*e.Param, "messages") {
+		e.Param = strPtr("input")
+	}
+}
+
+type responseContent struct {
+	Type        string     `json:"type"`
+	Text        string     `json:"text"`
+	Annotations []struct{} `json:"annotations"`
+}
+
+type responseItem struct {
+	Type    string            `json:"type"`
+	ID      string            `json:"id"`
+	Status  string            `json:"status"`
+	Role    string            `json:"role"`
+	Content []responseContent `json:"content"`
+}
+
+type responseUsage struct {
+	InputTokens         int            `json:"input_tokens"`
+	InputTokensDetails  map[string]int `json:"input_tokens_details"`
+	OutputTokens        int            `json:"output_tokens"`
+	OutputTokensDetails map[string]int `json:"output_tokens_details"`
+	TotalTokens         int            `json:"total_tokens"`
+}
+
+type responseObject struct {
+	ID                string         `json:"id"`
+	Object            string         `json:"object"`
+	CreatedAt         int64          `json:"created_at"`
+	Status            string         `json:"status"`
+	Error             *struct{}      `json:"error"`
+	IncompleteDetails *struct{}      `json:"incomplete_details"`
+	Model             string         `json:"model"`
+	Output            []responseItem `json:"output"`
+	Usage             *responseUsage `json:"usage"`
+	Contract          *contractInfo  `json:"contract,omitempty"`
+}
+
+// responseBody is the accepted verdict as a completed response object.
+func responseBody(v *verdict, route *config.Route, id string) responseObject {
+	created := v.comp.Resp.Created
+	if created == 0 {
+		created = time.Now().Unix()
+	}
+	ci := info(v, route, route.Contract)
+	return responseObject{ID: "resp_" + id, Object: "response", CreatedAt: created, Status: "completed",
+		Model: v.comp.Resp.Model,
+		Output: []responseItem{{Type: "message", ID: "msg_" + id, Status: "completed", Role: "assistant",
+			Content: []responseContent{{Type: "output_text", Text: string(v.result.JSON), Annotations: []struct{}{}}}}},
+		Usage: &responseUsage{InputTokens: v.usage.PromptTokens, OutputTokens: v.usage.CompletionTokens, TotalTokens: v.usage.TotalTokens,
+			InputTokensDetails: map[string]int{"cached_tokens": 0}, OutputTokensDetails: map[string]int{"reasoning_tokens": 0}},
+		Contract: &ci}
+}
+
+func writeResponse(w http.ResponseWriter, v *verdict, route *config.Route, id string, p *Prepared) {
+	body := responseBody(v, route, id)
+	if !p.Stream {
+		writeJSON(w, http.StatusOK, body)
+		return
+	}
+	writeResponseStream(w, body)
+}
+
+// writeResponseStream sends an accepted verdict as the Responses API's
+// standard event sequence. As on chat, nothing is sent before the verdict.
+func writeResponseStream(w http.ResponseWriter, done responseObject) {
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	bw := bufio.NewWriter(w)
+	seq := 0
+	send := func(typ string, fields map[string]any) {
+		fields["type"] = typ
+		fields["sequence_number"] = seq
+		seq++
+		bw.WriteString("event: ")
+		bw.WriteString(typ)
+		bw.WriteString("\ndata: ")
+		bw.Write(mustJSON(fields))
+		bw.WriteString("\n\n")
+	}
+	item := done.Output[0]
+	text := item.Content[0].Text
+	progress := done
+	progress.Status, progress.Output, progress.Usage, progress.Contract = "in_progress", []responseItem{}, nil, nil
+	send("response.created", map[string]any{"response": progress})
+	send("response.in_progress", map[string]any{"response": progress})
+	added := item
+	added.Status, added.Content = "in_progress", []responseContent{}
+	send("response.output_item.added", map[string]any{"output_index": 0, "item": added})
+	empty := responseContent{Type: "output_text", Text: "", Annotations: []struct{}{}}
+	send("response.content_part.added", map[string]any{"item_id": item.ID, "output_index": 0, "content_index": 0, "part": empty})
+	send("response.output_text.delta", map[string]any{"item_id": item.ID, "output_index": 0, "content_index": 0, "delta": text, "logprobs": []struct{}{}})
+	send("response.output_text.done", map[string]any{"item_id": item.ID, "output_index": 0, "content_index": 0, "text": text, "logprobs": []struct{}{}})
+	send("response.content_part.done", map[string]any{"item_id": item.ID, "output_index": 0, "content_index": 0, "part": item.Content[0]})
+	send("response.output_item.done", map[string]any{"output_index": 0, "item": item})
+	send("response.completed", map[string]any{"response": done})
+	bw.Flush()
+	if f, ok := w.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// RenderResponses is Render for a Responses API request body: on a
+// contract route, the chat body attempt n sends upstream; on a passthrough
+// route, the body forwarded to the upstream's /responses.
+func RenderResponses(route *config.Route, body []byte, n int) ([]byte, error) {
+	if route.Passthrough {
+		return Render(route, body, n)
+	}
+	obj, err := parseObject(body)
+	if err != nil {
+		return nil, err
+	}
+	chat, aerr := responsesToChat(route, obj)
+	if aerr != nil {
+		return nil, errors.New(aerr.Message)
+	}
+	return Render(route, chat.apply(nil), n)
+}
