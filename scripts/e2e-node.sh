@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# SDK end-to-end tests with the official openai npm package (make test-e2e).
+# SDK end-to-end tests with real npm clients (make test-e2e): the official
+# openai package, ai + @ai-sdk/openai, and @langchain/openai.
 #
 # 1. npm ci in e2e/node (the committed lockfile; cached packages are used
 #    when present, so a warm machine needs no network);
@@ -168,10 +169,10 @@ waitfor 10 listening || { echo "e2e-node: contractd did not start listening" >&2
 api=$(api_addr)
 echo "e2e-node: contractd on $api, fake upstream on $upstream_url"
 
-# 4. The tests (bounded: 30 s each, 2 min in all).
-run_tests=(node --test --test-reporter=spec --test-timeout=30000 test/sdk.test.mjs)
+# 4. The tests (bounded: 30 s each, 3 min in all).
+run_tests=(node --test --test-reporter=spec --test-timeout=30000 test/sdk.test.mjs test/clients.test.mjs)
 if command -v timeout >/dev/null; then
-  run_tests=(timeout 120 "${run_tests[@]}")
+  run_tests=(timeout 180 "${run_tests[@]}")
 fi
 (
   cd e2e/node
@@ -187,6 +188,10 @@ if grep -q -e "$client_key" -e "$upstream_key" "$tmp/contractd.log" "$tmp/audit.
   exit 1
 fi
 grep -q '"outcome":"needs_review"' "$tmp/audit.jsonl" || { echo "e2e-node: no needs_review audit event" >&2; exit 1; }
+for api in chat responses; do
+  grep -q "\"api\":\"$api\",\"outcome\":\"needs_review\"" "$tmp/audit.jsonl" ||
+    { echo "e2e-node: no needs_review audit event with api $api" >&2; exit 1; }
+done
 
 # A clean stop: SIGTERM drains and exits 0.
 kill -TERM "$contractd_pid"
