@@ -407,6 +407,31 @@ func TestRender(t *testing.T) {
 		}
 	})
 
+	t.Run("--input: a Responses API request body", func(t *testing.T) {
+		chat := filepath.Join(dir, "chat-request.json")
+		writeFile(t, chat, `{"model":"x","top_p":0.25,"messages":[{"role":"user","content":"{\"text\":\"Warm bread.\"}"}]}`)
+		want, errOut, code := runCLI(t, "", "render", "-c", cfg, "--route", "review-sentiment", "--input", chat)
+		if code != 0 {
+			t.Fatalf("exit %d\n%s", code, errOut)
+		}
+		resp := filepath.Join(dir, "responses-request.json")
+		writeFile(t, resp, `{"model":"x","top_p":0.25,"store":true,"max_output_tokens":5,"text":{"format":{"type":"json_object"}},"input":[{"role":"user","content":[{"type":"input_text","text":"{\"text\":\"Warm bread.\"}"}]}]}`)
+		for _, args := range [][]string{{}, {"--api", "responses"}} {
+			out, errOut, code := runCLI(t, "", append([]string{"render", "-c", cfg, "--route", "review-sentiment", "--input", resp}, args...)...)
+			if code != 0 {
+				t.Fatalf("%v: exit %d\n%s", args, code, errOut)
+			}
+			if out != want {
+				t.Errorf("%v: the Responses request renders\n%s\nthe chat one\n%s", args, out, want)
+			}
+		}
+		bad := filepath.Join(dir, "responses-tools.json")
+		writeFile(t, bad, `{"model":"x","input":"hi","tools":[{"type":"web_search"}]}`)
+		if out, errOut, code := runCLI(t, "", "render", "-c", cfg, "--route", "review-sentiment", "--input", bad); code != 1 || out != "" || !strings.Contains(errOut, "tools") {
+			t.Errorf("tools: exit %d\nstdout %s\nstderr %s", code, out, errOut)
+		}
+	})
+
 	t.Run("errors", func(t *testing.T) {
 		for name, args := range map[string][]string{
 			"unknown route": {"render", "-c", cfg, "--route", "nope"},
