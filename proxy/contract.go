@@ -33,15 +33,17 @@ type verdict struct {
 	outputs  []string // each attempt's output text, for the review item
 }
 
-// contract runs a contract route: prepare, attempt in order, answer.
-func (s *Server) contract(ctx context.Context, w http.ResponseWriter, r *http.Request, x *exchange, route *config.Route, obj object) {
+// contract runs a contract route: prepare, attempt in order, answer. msgs
+// are the client messages when an edge's adapter already read them (nil:
+// read obj's "messages").
+func (s *Server) contract(ctx context.Context, w http.ResponseWriter, r *http.Request, x *exchange, route *config.Route, obj object, msgs []clientMessage) {
 	k := route.Contract
 	x.ev.Prompt = &audit.Ref{Name: route.Prompt.Name, SHA256: route.Prompt.SHA256}
 	x.ev.Contract = &audit.Ref{Name: k.Name, SHA256: k.SHA256}
 	if route.Budget.MaxTotalTokens > 0 {
 		x.ev.Budget = &audit.Budget{MaxTotalTokens: route.Budget.MaxTotalTokens}
 	}
-	p, aerr := prepareObject(route, obj)
+	p, aerr := prepare(route, obj, msgs)
 	if aerr != nil {
 		if x.edge == responsesEdge {
 			responsesParam(aerr)

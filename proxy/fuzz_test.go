@@ -145,7 +145,7 @@ func FuzzResponsesRequest(f *testing.F) {
 		}
 		for _, name := range []string{"free", "free-drop", "classify"} {
 			route := fuzzRT.Routes[name]
-			chat, aerr := responsesToChat(route, obj)
+			chat, msgs, aerr := responsesToChat(route, obj)
 			if aerr != nil {
 				if aerr.Status != 400 || aerr.Code == "" {
 					t.Fatalf("%s: error %+v", name, aerr)
@@ -165,7 +165,19 @@ func FuzzResponsesRequest(f *testing.F) {
 					t.Fatalf("%s: %s survived: %s", name, k, out)
 				}
 			}
-			p, aerr := prepareObject(route, chat)
+			// The messages the adapter hands over are what the chat reader
+			// reads from the messages JSON it built.
+			reread, rerr := readMessages(chat)
+			if rerr != nil || len(reread) != len(msgs) {
+				t.Fatalf("%s: %d messages handed over, chat reader: %d %v\n%s", name, len(msgs), len(reread), rerr, out)
+			}
+			for i := range msgs {
+				a, b := msgs[i], reread[i]
+				if a.Role != b.Role || a.Content != b.Content || a.IsString != b.IsString || !bytes.Equal(a.Raw, b.Raw) {
+					t.Fatalf("%s: message %d: adapter %+v, chat reader %+v", name, i, a, b)
+				}
+			}
+			p, aerr := prepare(route, chat, msgs)
 			if aerr != nil {
 				continue
 			}

@@ -51,7 +51,11 @@ func Prepare(r *config.Route, body []byte) (*Prepared, *APIError) {
 	return prepareObject(r, obj)
 }
 
-func prepareObject(r *config.Route, obj object) (*Prepared, *APIError) {
+func prepareObject(r *config.Route, obj object) (*Prepared, *APIError) { return prepare(r, obj, nil) }
+
+// prepare is prepareObject with the client messages already read (nil:
+// read them from obj, after the parameter checks, in the documented order).
+func prepare(r *config.Route, obj object, read []clientMessage) (*Prepared, *APIError) {
 	p := &Prepared{Route: r, body: obj, counter: retry.CounterFor(r.Model)}
 	for _, name := range unsupported {
 		if v, ok := obj.get(name); ok && v.Kind() != 'n' {
@@ -80,9 +84,12 @@ func prepareObject(r *config.Route, obj object) (*Prepared, *APIError) {
 			p.IncludeUsage = so.IncludeUsage
 		}
 	}
-	msgs, aerr := readMessages(obj)
-	if aerr != nil {
-		return nil, aerr
+	msgs := read
+	if msgs == nil {
+		var aerr *APIError
+		if msgs, aerr = readMessages(obj); aerr != nil {
+			return nil, aerr
+		}
 	}
 	kept := msgs[:0:0]
 	for i, m := range msgs {

@@ -22,7 +22,8 @@ type edge struct {
 	api          string // the audit event's "api"
 	upstreamPath string // where passthrough routes forward
 	// adapt maps the client's body onto a chat request; nil: already one.
-	adapt func(route *config.Route, obj object) (object, *APIError)
+	// It also returns the messages it read (nil: the pipeline reads them).
+	adapt func(route *config.Route, obj object) (object, []clientMessage, *APIError)
 	write func(w http.ResponseWriter, v *verdict, route *config.Route, id string, p *Prepared)
 }
 
@@ -70,48 +71,33 @@ var responsesFields = map[string]fieldRule{
 // only this API has (its refused fields, the input's shape, instructions)
 // and builds the chat request object the shared pipeline prepares. It
 // builds the member list directly; nothing is parsed twice.
-func responsesToChat(route *config.Route, obj object) (object, *APIError) {
+func responsesToChat(route *config.Route, obj object) (object, []clientMessage, *APIError) {
 	for _, name := range responsesUnsupported {
 		if v, ok := obj.get(name); ok && v.Kind() != 'n' {
-			return nil, badRequest(CodeUnsupportedParameter, name, "%s is not supported on contract routes", name)
+			return nil, nil, badRequest(CodeUnsupportedParameter, name, "%s is not supported on contract routes", name)
 		}
 	}
 	out := make(object, 0, len(obj)+1)
-	var msgs bytes.Buffer
-	msgs.WriteByte('[')
+	var in, instructions jsontext.Value
 	hasContractInput := false
-	if v, ok := obj.get("contract_input"); ok && v.Kind() != 'n' {
-		hasContractInput = true
-	}
-	if v, ok := obj.get("instructions"); ok && v.Kind() != 'n' {
-		if v.Kind() != '"' {
-			return nil, badRequest(CodeInvalidJSON, "instructions", "instructions must be a string")
-		}
-		if route.ClientSystem != "drop" {
-			return nil, badRequest(CodeClientSystem, "instructions",
-				"route %q does not accept instructions; its prompt is registered in contractd", route.Name)
-		}
-		// dropped with the client's other system messages
-	}
-	in, ok := obj.get("input")
-	if !ok || in.Kind() == 'n' {
-		if !hasContractInput {
-			return nil, badRequest(CodeInvalidJSON, "input", "input is required (a string, or a list of message items)")
-		}
-	} else if aerr := appendInput(&msgs, in, hasContractInput); aerr != nil {
-		return nil, aerr
-	}
-	msgs.WriteByte(']')
 	for _, m := range obj {
 		switch responsesFields[m.Name] {
 		case fieldKeep:
 			out = append(out, m)
+			if m.Name == "contract_input" && m.Value.Kind() != 'n' {
+				hasContractInput = true
+			}
 		case fieldDrop:
 		case fieldMapped:
-			if m.Name == "text" {
+			switch m.Name {
+			case "input":
+				in = m.Value
+			case "instructions":
+				instructions = m.Value
+			case "text":
 				rf, aerr := textFormat(m.Value)
 				if aerr != nil {
-					return nil, aerr
+					return nil, nil, aerr
 				}
 				if rf != nil {
 					out = append(out, member{Name: "response_format", Value: rf})
@@ -121,105 +107,221 @@ func responsesToChat(route *config.Route, obj object) (object, *APIError) {
 			if m.Value.Kind() == 'n' {
 				continue
 			}
-			return nil, badRequest(CodeUnsupportedParameter, m.Name, "%s is not supported on contract routes", quoteForMessage(m.Name))
+			// the name is client-chosen: bounded in param and message
+			return nil, nil, badRequest(CodeUnsupportedParameter, truncate(m.Name, 64), "%s is not supported on contract routes", quoteForMessage(m.Name))
 		}
 	}
-	out = append(out, member{Name: "messages", Value: msgs.Bytes()})
-	return out, nil
+	if instructions != nil && instructions.Kind() != 'n' {
+		if instructions.Kind() != '"' {
+			return nil, nil, badRequest(CodeInvalidJSON, "instructions", "instructions must be a string")
+		}
+		if route.ClientSystem != "drop" {
+			return nil, nil, badRequest(CodeClientSystem, "instructions",
+				"route %q does not accept instructions; its prompt is registered in contractd", route.Name)
+		}
+		// dropped, as the route drops the client's other system messages
+	}
+	if in == nil || in.Kind() == 'n' {
+		if !hasContractInput {
+			return nil, nil, badRequest(CodeInvalidJSON, "input", "input is required (a string, or a list of message items)")
+		}
+		in = jsontext.Value("[]")
+	}
+	ir, aerr := readResponsesInput(in, hasContractInput)
+	if aerr != nil {
+		return nil, nil, aerr
+	}
+	out = append(out, member{Name: "messages", Value: ir.buf.Bytes()})
+	return out, ir.msgs, nil
 }
 
-// appendInput writes input (a string, or a list of message items) as chat
-// messages.
-func appendInput(msgs *bytes.Buffer, in jsontext.Value, hasContractInput bool) *APIError {
+// inputReader turns input (a string, or a list of message items) into chat
+// messages: their JSON for the request object and the clientMessages the
+// pipeline reads, so nothing is parsed twice. It walks the tokens once with
+// one decoder (no reflection): this edge must cost about what chat costs.
+type inputReader struct {
+	buf  bytes.Buffer // the messages array
+	msgs []clientMessage
+	ends []int // end offset of each message in buf
+}
+
+func (ir *inputReader) finish() {
+	b := ir.buf.Bytes()
+	start := 1 // after '['
+	for i, end := range ir.ends {
+		ir.msgs[i].Raw = b[start:end]
+		start = end + 1 // the comma
+	}
+}
+
+func (ir *inputReader) add(role string, content []byte, text string, isString bool) {
+	if len(ir.msgs) > 0 {
+		ir.buf.WriteByte(',')
+	}
+	ir.buf.WriteString(`{"role":`)
+	writeString(&ir.buf, role)
+	ir.buf.WriteString(`,"content":`)
+	ir.buf.Write(content)
+	ir.buf.WriteByte('}')
+	ir.msgs = append(ir.msgs, clientMessage{Role: role, Content: text, IsString: isString})
+	ir.ends = append(ir.ends, ir.buf.Len())
+}
+
+func readResponsesInput(in jsontext.Value, hasContractInput bool) (*inputReader, *APIError) {
+	ir := &inputReader{}
+	ir.buf.Grow(len(in) + 64)
+	ir.buf.WriteByte('[')
 	switch in.Kind() {
 	case '"':
-		msgs.WriteString(`{"role":"user","content":`)
-		msgs.Write(in)
-		msgs.WriteByte('}')
-		return nil
+		var text string
+		_ = json.Unmarshal(in, &text)
+		ir.add("user", in, text, true)
 	case '[':
+		if aerr := ir.items(in); aerr != nil {
+			return nil, aerr
+		}
+		if len(ir.msgs) == 0 && !hasContractInput {
+			return nil, badRequest(CodeInputSchemaViolation, "input", "input is an empty list; send a user message or contract_input")
+		}
 	default:
-		return badRequest(CodeInvalidJSON, "input", "input must be a string or a list of message items")
+		return nil, badRequest(CodeInvalidJSON, "input", "input must be a string or a list of message items")
 	}
-	var items []jsontext.Value
-	if err := json.Unmarshal(in, &items); err != nil {
-		return badRequest(CodeInvalidJSON, "input", "input must be a list of message items")
-	}
-	if len(items) == 0 && !hasContractInput {
-		return badRequest(CodeInputSchemaViolation, "input", "input is an empty list; send a user message or contract_input")
-	}
-	for i, it := range items {
-		param := fmt.Sprintf("input[%d]", i)
-		var m struct {
-			Type    *string        `json:"type"`
-			Role    *string        `json:"role"`
-			Content jsontext.Value `json:"content"`
+	ir.buf.WriteByte(']')
+	ir.finish()
+	return ir, nil
+}
+
+func itemParam(i int, rest string) string { return fmt.Sprintf("input[%d]%s", i, rest) }
+
+// items reads the message items of a list (a valid JSON array: the body
+// was parsed whole before).
+func (ir *inputReader) items(in jsontext.Value) *APIError {
+	dec := jsontext.NewDecoder(bytes.NewReader(in))
+	_, _ = dec.ReadToken() // '['
+	var content, parts bytes.Buffer
+	var texts []string
+	for i := 0; dec.PeekKind() != ']'; i++ {
+		if dec.PeekKind() != '{' {
+			return badRequest(CodeInvalidJSON, itemParam(i, ""), "each input item must be a message object with a role and content")
 		}
-		if it.Kind() != '{' || json.Unmarshal(it, &m) != nil {
-			return badRequest(CodeInvalidJSON, param, "each input item must be a message object with a role and content")
-		}
-		if m.Type != nil && *m.Type != "message" {
-			return badRequest(CodeUnsupportedParameter, param+".type", "input items of type %s are not supported on contract routes", quoteForMessage(*m.Type))
-		}
-		if m.Role == nil {
-			return badRequest(CodeInvalidJSON, param+".role", "each input message needs a role")
-		}
-		switch *m.Role {
-		case "user", "assistant", "system", "developer":
-		default:
-			return badRequest(CodeInvalidJSON, param+".role", "role must be user, assistant, system or developer")
-		}
-		if i > 0 {
-			msgs.WriteByte(',')
-		}
-		msgs.WriteString(`{"role":`)
-		writeString(msgs, *m.Role)
-		msgs.WriteString(`,"content":`)
-		switch m.Content.Kind() {
-		case '"':
-			msgs.Write(m.Content)
-		case '[':
-			if aerr := appendParts(msgs, m.Content, param+".content"); aerr != nil {
-				return aerr
+		_, _ = dec.ReadToken()
+		var typ, role string
+		hasType, roleOK := false, false
+		contentKind := byte(0)
+		content.Reset()
+		texts = texts[:0]
+		for dec.PeekKind() != '}' {
+			name, _ := dec.ReadToken()
+			switch key := name.String(); key {
+			case "type", "role":
+				if dec.PeekKind() != '"' {
+					v, _ := dec.ReadValue()
+					if key == "type" && v.Kind() != 'n' {
+						return badRequest(CodeUnsupportedParameter, itemParam(i, ".type"), "input item type must be \"message\"")
+					}
+					continue
+				}
+				tok, _ := dec.ReadToken()
+				if key == "type" {
+					typ, hasType = tok.String(), true
+				} else {
+					role, roleOK = tok.String(), true
+				}
+			case "content":
+				switch contentKind = byte(dec.PeekKind()); contentKind {
+				case '"':
+					v, _ := dec.ReadValue()
+					content.Write(v)
+				case '[':
+					if aerr := readParts(dec, &parts, &texts, i); aerr != nil {
+						return aerr
+					}
+					content.Write(parts.Bytes())
+				default:
+					_ = dec.SkipValue()
+				}
+			default:
+				_ = dec.SkipValue()
 			}
-		default:
-			return badRequest(CodeInvalidJSON, param+".content", "content must be a string or a list of input_text parts")
 		}
-		msgs.WriteByte('}')
+		_, _ = dec.ReadToken() // '}'
+		if hasType && typ != "message" {
+			return badRequest(CodeUnsupportedParameter, itemParam(i, ".type"), "input items of type %s are not supported on contract routes", quoteForMessage(typ))
+		}
+		switch {
+		case !roleOK:
+			return badRequest(CodeInvalidJSON, itemParam(i, ".role"), "each input message needs a role")
+		case role != "user" && role != "assistant" && role != "system" && role != "developer":
+			return badRequest(CodeInvalidJSON, itemParam(i, ".role"), "role must be user, assistant, system or developer")
+		}
+		switch contentKind {
+		case '"':
+			var text string
+			_ = json.Unmarshal(content.Bytes(), &text)
+			ir.add(role, content.Bytes(), text, true)
+		case '[':
+			ir.add(role, content.Bytes(), strings.Join(texts, "\n"), false)
+		default:
+			return badRequest(CodeInvalidJSON, itemParam(i, ".content"), "content must be a string or a list of input_text parts")
+		}
 	}
 	return nil
 }
 
-// appendParts maps input_text (and, in replayed assistant turns,
-// output_text) parts to chat text parts. Other part types (images, files,
-// audio) are refused rather than silently dropped.
-func appendParts(msgs *bytes.Buffer, content jsontext.Value, param string) *APIError {
-	var parts []struct {
-		Type string          `json:"type"`
-		Text json.RawMessage `json:"text"`
-	}
-	if err := json.Unmarshal(content, &parts); err != nil {
-		return badRequest(CodeInvalidJSON, param, "content parts must be objects with a type")
-	}
-	msgs.WriteByte('[')
-	for j, pt := range parts {
-		switch pt.Type {
-		case "input_text", "output_text":
-		default:
-			return badRequest(CodeUnsupportedParameter, fmt.Sprintf("%s[%d].type", param, j),
-				"content parts of type %s are not supported on contract routes (input_text only)", quoteForMessage(pt.Type))
+// readParts maps input_text (and, in replayed assistant turns, output_text)
+// parts to chat text parts. Other part types (images, files, audio) are
+// refused rather than silently dropped.
+func readParts(dec *jsontext.Decoder, out *bytes.Buffer, texts *[]string, item int) *APIError {
+	out.Reset()
+	out.WriteByte('[')
+	_, _ = dec.ReadToken() // '['
+	var text []byte
+	for j := 0; dec.PeekKind() != ']'; j++ {
+		param := func(rest string) string { return itemParam(item, fmt.Sprintf(".content[%d]%s", j, rest)) }
+		if dec.PeekKind() != '{' {
+			return badRequest(CodeInvalidJSON, param(""), "content parts must be objects with a type")
 		}
-		if t := bytes.TrimSpace(pt.Text); len(t) == 0 || t[0] != '"' {
-			return badRequest(CodeInvalidJSON, fmt.Sprintf("%s[%d].text", param, j), "text must be a string")
+		_, _ = dec.ReadToken()
+		typ, textOK := "", false
+		for dec.PeekKind() != '}' {
+			name, _ := dec.ReadToken()
+			switch name.String() {
+			case "type":
+				if dec.PeekKind() == '"' {
+					tok, _ := dec.ReadToken()
+					typ = tok.String()
+					continue
+				}
+				_ = dec.SkipValue()
+			case "text":
+				v, _ := dec.ReadValue()
+				if textOK = v.Kind() == '"'; textOK {
+					text = append(text[:0], v...)
+				}
+			default:
+				_ = dec.SkipValue()
+			}
+		}
+		_, _ = dec.ReadToken() // '}'
+		if typ != "input_text" && typ != "output_text" {
+			return badRequest(CodeUnsupportedParameter, param(".type"),
+				"content parts of type %s are not supported on contract routes (input_text only)", quoteForMessage(typ))
+		}
+		if !textOK {
+			return badRequest(CodeInvalidJSON, param(".text"), "text must be a string")
 		}
 		if j > 0 {
-			msgs.WriteByte(',')
+			out.WriteByte(',')
 		}
-		msgs.WriteString(`{"type":"text","text":`)
-		msgs.Write(bytes.TrimSpace(pt.Text))
-		msgs.WriteByte('}')
+		out.WriteString(`{"type":"text","text":`)
+		out.Write(text)
+		out.WriteByte('}')
+		var t string
+		_ = json.Unmarshal(text, &t)
+		*texts = append(*texts, t)
 	}
-	msgs.WriteByte(']')
+	_, _ = dec.ReadToken() // ']'
+	out.WriteByte(']')
 	return nil
 }
 
@@ -276,11 +378,15 @@ type responseItem struct {
 }
 
 type responseUsage struct {
-	InputTokens         int            `json:"input_tokens"`
-	InputTokensDetails  map[string]int `json:"input_tokens_details"`
-	OutputTokens        int            `json:"output_tokens"`
-	OutputTokensDetails map[string]int `json:"output_tokens_details"`
-	TotalTokens         int            `json:"total_tokens"`
+	InputTokens        int `json:"input_tokens"`
+	InputTokensDetails struct {
+		CachedTokens int `json:"cached_tokens"`
+	} `json:"input_tokens_details"`
+	OutputTokens        int `json:"output_tokens"`
+	OutputTokensDetails struct {
+		ReasoningTokens int `json:"reasoning_tokens"`
+	} `json:"output_tokens_details"`
+	TotalTokens int `json:"total_tokens"`
 }
 
 type responseObject struct {
@@ -307,8 +413,7 @@ func responseBody(v *verdict, route *config.Route, id string) responseObject {
 		Model: v.comp.Resp.Model,
 		Output: []responseItem{{Type: "message", ID: "msg_" + id, Status: "completed", Role: "assistant",
 			Content: []responseContent{{Type: "output_text", Text: string(v.result.JSON), Annotations: []struct{}{}}}}},
-		Usage: &responseUsage{InputTokens: v.usage.PromptTokens, OutputTokens: v.usage.CompletionTokens, TotalTokens: v.usage.TotalTokens,
-			InputTokensDetails: map[string]int{"cached_tokens": 0}, OutputTokensDetails: map[string]int{"reasoning_tokens": 0}},
+		Usage:    &responseUsage{InputTokens: v.usage.PromptTokens, OutputTokens: v.usage.CompletionTokens, TotalTokens: v.usage.TotalTokens},
 		Contract: &ci}
 }
 
@@ -374,7 +479,7 @@ func RenderResponses(route *config.Route, body []byte, n int) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	chat, aerr := responsesToChat(route, obj)
+	chat, _, aerr := responsesToChat(route, obj)
 	if aerr != nil {
 		return nil, errors.New(aerr.Message)
 	}

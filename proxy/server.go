@@ -256,15 +256,16 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, e *edge) {
 		s.passthrough(ctx, w, r, x, route, obj)
 		return
 	}
+	var msgs []clientMessage
 	if e.adapt != nil {
-		if obj, aerr = e.adapt(route, obj); aerr != nil {
+		if obj, msgs, aerr = e.adapt(route, obj); aerr != nil {
 			x.ev.Prompt = &audit.Ref{Name: route.Prompt.Name, SHA256: route.Prompt.SHA256}
 			x.ev.Contract = &audit.Ref{Name: route.Contract.Name, SHA256: route.Contract.SHA256}
 			x.fail(ctx, w, aerr, audit.OutcomeRejected)
 			return
 		}
 	}
-	s.contract(ctx, w, r, x, route, obj)
+	s.contract(ctx, w, r, x, route, obj, msgs)
 }
 
 func strPtr(s string) *string { return &s }

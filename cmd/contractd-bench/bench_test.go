@@ -120,22 +120,31 @@ func (t memTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	return rec.Result(), nil
 }
 
+// BenchmarkContractdHandler has one sub-benchmark per edge (chat, the
+// Responses API) over the same route and output: their ratio is the
+// Responses edge's cost without sockets or load-generator noise.
 func BenchmarkContractdHandler(b *testing.B) {
 	h := newInProcess(b, loadBenchRuntime(b, "http://mock.invalid/v1"), &http.Client{Transport: memTransport{newMockUpstream()}})
-	body := requestBody("")
-	b.ReportAllocs()
-	b.ResetTimer()
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
-			req := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", bytes.NewReader(body)).WithContext(context.Background())
-			rec := httptest.NewRecorder()
-			h.ServeHTTP(rec, req)
-			if rec.Code != 200 {
-				b.Errorf("HTTP %d: %s", rec.Code, rec.Body)
-				return
-			}
-		}
-	})
+	for _, e := range []struct {
+		name, path string
+		body       []byte
+	}{{"chat", "/v1/chat/completions", requestBody("")}, {"responses", "/v1/responses", responsesBody("")}} {
+		b.Run(e.name, func(b *testing.B) {
+			b.ReportAllocs()
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					req := httptest.NewRequest(http.MethodPost, e.path, bytes.NewReader(e.body)).WithContext(context.Background())
+					rec := httptest.NewRecorder()
+					h.ServeHTTP(rec, req)
+					if rec.Code != 200 {
+						b.Errorf("HTTP %d: %s", rec.Code, rec.Body)
+						return
+					}
+				}
+			})
+		})
+	}
 }
 
 // BenchmarkValidateOnly is the contract check alone (extraction, schema,

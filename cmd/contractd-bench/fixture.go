@@ -137,15 +137,29 @@ func completionBody(content string) []byte {
 
 // requestBody is what the load generator sends (to both targets).
 func requestBody(marker string) []byte {
-	ticket := "Subject: Charged twice for my renewal " + marker + "\n\n" +
-		"Hello, I was charged twice (EUR 129.00 each) for the Pro annual plan renewal on 12 September, order ORD-99812. " +
-		"Please refund the duplicate within the week. If this happens again I will cancel. Dana Whitfield, Rotterdam."
 	b, _ := json.Marshal(map[string]any{
 		"model":    "triage",
-		"messages": []any{map[string]any{"role": "user", "content": ticket}},
+		"messages": []any{map[string]any{"role": "user", "content": ticket(marker)}},
 		"user":     "bench-client",
 	})
 	return b
+}
+
+// responsesBody is requestBody as a Responses API request: the same ticket,
+// so both edges run the same contract on the same output.
+func responsesBody(marker string) []byte {
+	b, _ := json.Marshal(map[string]any{
+		"model": "triage",
+		"input": []any{map[string]any{"role": "user", "content": ticket(marker)}},
+		"user":  "bench-client",
+	})
+	return b
+}
+
+func ticket(marker string) string {
+	return "Subject: Charged twice for my renewal " + marker + "\n\n" +
+		"Hello, I was charged twice (EUR 129.00 each) for the Pro annual plan renewal on 12 September, order ORD-99812. " +
+		"Please refund the duplicate within the week. If this happens again I will cancel. Dana Whitfield, Rotterdam."
 }
 
 // mockUpstream is the fast in-process upstream: it reads the request and

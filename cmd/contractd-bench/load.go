@@ -164,3 +164,32 @@ func checkContent(want string, contract bool) func([]byte) error {
 		return nil
 	}
 }
+
+// checkResponse checks a Responses API reply: the one output_text is the
+// expected output, with a contract member of 1 attempt.
+func checkResponse(want string) func([]byte) error {
+	return func(body []byte) error {
+		var r struct {
+			Object string `json:"object"`
+			Output []struct {
+				Content []struct {
+					Type string `json:"type"`
+					Text string `json:"text"`
+				} `json:"content"`
+			} `json:"output"`
+			Contract *struct {
+				Attempts int `json:"attempts"`
+			} `json:"contract"`
+		}
+		if err := json.Unmarshal(body, &r); err != nil {
+			return fmt.Errorf("reply is not JSON: %v", err)
+		}
+		if r.Object != "response" || len(r.Output) != 1 || len(r.Output[0].Content) != 1 || r.Output[0].Content[0].Text != want {
+			return fmt.Errorf("response output differs from the expected output")
+		}
+		if r.Contract == nil || r.Contract.Attempts != 1 {
+			return fmt.Errorf("reply has no contract member with attempts 1")
+		}
+		return nil
+	}
+}

@@ -44,6 +44,11 @@ const (
 	targetAddedP99 = 2 * time.Millisecond   // at concurrency 16
 	targetRPS      = 2000                   // through contractd, with validation
 	targetRSS      = 100 << 20              // peak RSS at concurrency 64
+	// The Responses edge's CPU per request over the chat edge's.
+	targetRespRatio = 1.10
+	edgePairs       = 4
+	edgePhase       = time.Second
+	edgeWarmup      = 200 * time.Millisecond
 )
 
 type options struct {
@@ -102,8 +107,15 @@ type cell struct {
 	// hop with no contract work, the floor any proxy in Go pays here.
 	hop       stats
 	cpuPerReq time.Duration
-	peakRSS   int64
-	rssSource string
+	// The same contract route through the Responses API edge, measured in
+	// alternating pairs of short phases with the chat edge: medians of
+	// each edge's CPU per request and of each pair's own ratio.
+	resp                           stats // errors only
+	respCPUPerReq, cpuPerReqPaired time.Duration
+	respRatio                      float64
+	pairs                          int
+	peakRSS                        int64
+	rssSource                      string
 	// Set by median: the median of each run's own difference.
 	addedP50, addedP99 *time.Duration
 }
@@ -149,15 +161,21 @@ func bench(ctx context.Context, o options) error {
 	direct := target{Name: "direct", URL: mockURL + "/chat/completions", check: checkContent(benchOutput, false)}
 	proxied := target{Name: "contractd", URL: cd.api + "/v1/chat/completions", check: checkContent(benchOutput, true)}
 	hop := target{Name: "hop", URL: cd.api + "/r/hop/v1/chat/completions", check: checkContent(benchOutput, false)}
+	responses := target{Name: "responses", URL: cd.api + "/v1/responses", check: checkResponse(benchOutput)}
+	respBody := responsesBody("")
 
 	if err := preflight(client, direct, proxied); err != nil {
 		return fmt.Errorf("preflight: %w\ncontractd log:\n%s", err, cd.logTail())
 	}
-	fmt.Fprintln(os.Stderr, "preflight ok: direct reply, contractd reply (validated, 1 attempt), contractd SSE stream, 422 on an invalid output")
+	if err := preflightResponses(client, responses); err != nil {
+		return fmt.Errorf("preflight: %w\ncontractd log:\n%s", err, cd.logTail())
+	}
+	fmt.Fprintln(os.Stderr, "preflight ok: direct reply, contractd reply (validated, 1 attempt), contractd SSE stream, 422 on an invalid output, Responses edge reply and 422")
 
 	loadBefore := loadAvg()
 	started := time.Now()
 	results := map[int][]cell{}
+	edges := map[int][]edgePair{}
 	for r := 0; r < o.runs; r++ {
 		for _, c := range o.concs {
 			order := []target{direct, hop, proxied}
@@ -172,6 +190,7 @@ func bench(ctx context.Context, o options) error {
 				if o.warmup > 0 {
 					run(ctx, client, t, body, c, o.warmup)
 				}
+
 				if t.Name == "direct" {
 					cl.direct = run(ctx, client, t, body, c, o.duration)
 					report(cl.direct)
@@ -197,6 +216,36 @@ func bench(ctx context.Context, o options) error {
 				}
 				report(cl.proxied)
 			}
+			// The two edges, in short alternating phases so drift on a
+			// shared machine hits both alike.
+			for i := 0; i < edgePairs; i++ {
+				first, second := proxied, responses
+				if (r+i)%2 == 1 {
+					first, second = responses, proxied
+				}
+				var perReq [2]time.Duration
+				for j, t := range []target{first, second} {
+					tb := body
+					if t.Name == "responses" {
+						tb = respBody
+					}
+					run(ctx, client, t, tb, c, edgeWarmup)
+					cpu0 := cpuTime(cd.pid())
+					st := run(ctx, client, t, tb, c, edgePhase)
+					if st.Requests > 0 {
+						perReq[j] = (cpuTime(cd.pid()) - cpu0) / time.Duration(st.Requests)
+					}
+					if st.Errors > 0 {
+						cl.resp.Errors += st.Errors
+						cl.resp.FirstError = st.FirstError
+					}
+				}
+				chat, resp := perReq[0], perReq[1]
+				if first.Name == "responses" {
+					chat, resp = resp, chat
+				}
+				edges[c] = append(edges[c], edgePair{chat: chat, resp: resp})
+			}
 			results[c] = append(results[c], cl)
 		}
 	}
@@ -209,7 +258,9 @@ func bench(ctx context.Context, o options) error {
 
 	var cells []cell
 	for _, c := range o.concs {
-		cells = append(cells, median(results[c]))
+		cl := median(results[c])
+		cl.respCPUPerReq, cl.cpuPerReqPaired, cl.respRatio, cl.pairs = edgeMedians(edges[c])
+		cells = append(cells, cl)
 	}
 	md := render(o, cells, binInfo, loadBefore, loadAvg(), time.Since(started), lifetimeHWM)
 	fmt.Print(md)
@@ -220,8 +271,8 @@ func bench(ctx context.Context, o options) error {
 		fmt.Fprintf(os.Stderr, "wrote the results section of %s\n", o.out)
 	}
 	for _, cl := range cells {
-		if cl.direct.Errors > 0 || cl.proxied.Errors > 0 {
-			return fmt.Errorf("requests failed during the run (first: %s%s)", cl.direct.FirstError, cl.proxied.FirstError)
+		if cl.direct.Errors > 0 || cl.proxied.Errors > 0 || cl.resp.Errors > 0 {
+			return fmt.Errorf("requests failed during the run (first: %s%s%s)", cl.direct.FirstError, cl.proxied.FirstError, cl.resp.FirstError)
 		}
 	}
 	return nil
@@ -277,6 +328,7 @@ func median(cs []cell) cell {
 		out.direct.Errors += c.direct.Errors
 		out.proxied.Errors += c.proxied.Errors
 		out.hop.Errors += c.hop.Errors
+		out.resp.Errors += c.resp.Errors
 		out.direct.Requests += c.direct.Requests
 		out.proxied.Requests += c.proxied.Requests
 	}
@@ -330,6 +382,16 @@ func render(o options, cells []cell, binInfo, load0, load1 string, took time.Dur
 	}
 	b.WriteString("\n")
 
+	fmt.Fprintf(&b, "The Responses API edge: the same contract route and upstream output, the same ticket sent as `input` to `/v1/responses` instead of `messages` to `/v1/chat/completions`. Measured in pairs of %v phases (after %v warm-up each), chat and responses alternating which goes first, %d pairs per run; contractd's CPU time per request of each phase. Shown: the medians of each edge's CPU/req and the median of each pair's own ratio.\n\n", edgePhase, edgeWarmup, edgePairs)
+	b.WriteString("| concurrency | pairs | chat CPU/req | responses CPU/req | ratio of medians | median of pair ratios |\n")
+	b.WriteString("| ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	for _, c := range cells {
+		fmt.Fprintf(&b, "| %d | %d | %d µs | %d µs | %.3f | %.3f |\n",
+			c.direct.Concurrency, c.pairs, c.cpuPerReqPaired.Microseconds(), c.respCPUPerReq.Microseconds(),
+			float64(c.respCPUPerReq)/float64(max(c.cpuPerReqPaired, 1)), c.respRatio)
+	}
+	b.WriteString("\n")
+
 	b.WriteString("Targets:\n\n")
 	find := func(n int) (cell, bool) {
 		for _, c := range cells {
@@ -358,6 +420,14 @@ func render(o options, cells []cell, binInfo, load0, load1 string, took time.Dur
 	}
 	fmt.Fprintf(&b, "- req/s through contractd with validation: %.0f at concurrency %d (target >= %d): %s\n",
 		best.proxied.RPS, best.proxied.Concurrency, targetRPS, verdict(best.proxied.RPS >= targetRPS))
+	worst, worstRatio := cells[0], 0.0
+	for _, c := range cells {
+		if r := float64(c.respCPUPerReq) / float64(max(c.cpuPerReqPaired, 1)); r > worstRatio {
+			worst, worstRatio = c, r
+		}
+	}
+	fmt.Fprintf(&b, "- Responses edge CPU per request over chat's (median over median), worst concurrency: %.3f at %d (target <= %.2f): %s\n",
+		worstRatio, worst.direct.Concurrency, targetRespRatio, verdict(worstRatio <= targetRespRatio))
 	if c, ok := find(64); ok {
 		fmt.Fprintf(&b, "- peak RSS at concurrency 64: %.1f MiB (%s; target <= 100 MB): %s\n", float64(c.peakRSS)/(1<<20), c.rssSource, verdict(c.peakRSS <= targetRSS))
 	}
@@ -367,7 +437,7 @@ func render(o options, cells []cell, binInfo, load0, load1 string, took time.Dur
 func errorsLine(cells []cell) string {
 	n := 0
 	for _, c := range cells {
-		n += c.direct.Errors + c.proxied.Errors + c.hop.Errors
+		n += c.direct.Errors + c.proxied.Errors + c.hop.Errors + c.resp.Errors
 	}
 	if n == 0 {
 		return "none"
@@ -454,6 +524,63 @@ func preflight(client *http.Client, direct, proxied target) error {
 	}
 	if r2.StatusCode != 422 || !bytes.Contains(b, []byte(`"needs_review"`)) {
 		return fmt.Errorf("an invalid output got HTTP %d, want 422 needs_review: %s", r2.StatusCode, b)
+	}
+	return nil
+}
+
+// edgePair is one pair's CPU per request on each edge.
+type edgePair struct{ chat, resp time.Duration }
+
+func edgeMedians(ps []edgePair) (resp, chat time.Duration, ratio float64, n int) {
+	if len(ps) == 0 {
+		return 0, 0, 0, 0
+	}
+	var cs, rs, qs []float64
+	for _, p := range ps {
+		cs, rs = append(cs, float64(p.chat)), append(rs, float64(p.resp))
+		if p.chat > 0 {
+			qs = append(qs, float64(p.resp)/float64(p.chat))
+		}
+	}
+	return time.Duration(medianOf(rs)), time.Duration(medianOf(cs)), medianOf(qs), len(ps)
+}
+
+func medianOf(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	v = slices.Clone(v)
+	slices.Sort(v)
+	if len(v)%2 == 1 {
+		return v[len(v)/2]
+	}
+	return (v[len(v)/2-1] + v[len(v)/2]) / 2
+}
+
+// preflightResponses proves the Responses edge answers the validated output
+// as a response object, and refuses an invalid one with 422.
+func preflightResponses(client *http.Client, t target) error {
+	for _, c := range []struct {
+		marker string
+		status int
+	}{{"", 200}, {invalidMarker, 422}} {
+		resp, err := client.Post(t.URL, "application/json", bytes.NewReader(responsesBody(c.marker)))
+		if err != nil {
+			return err
+		}
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			return err
+		}
+		if resp.StatusCode != c.status {
+			return fmt.Errorf("responses: HTTP %d, want %d: %s", resp.StatusCode, c.status, b)
+		}
+		if c.status == 200 {
+			if err := t.check(b); err != nil {
+				return fmt.Errorf("responses: %w: %s", err, b)
+			}
+		}
 	}
 	return nil
 }
