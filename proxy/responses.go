@@ -468,6 +468,25 @@ func writeResponseStream(w http.ResponseWriter, done responseObject) {
 	}
 }
 
+// PrepareAny is Prepare for a stored client body of either API (a review
+// item keeps the body as the client sent it): a Responses body, one with
+// "input" and no "messages", goes through the Responses adapter first.
+func PrepareAny(route *config.Route, body []byte) (*Prepared, *APIError) {
+	obj, err := parseObject(body)
+	if err != nil {
+		return nil, badRequest(CodeInvalidJSON, "", "request body is not a valid JSON object: %s", jsonErr(err))
+	}
+	_, hasInput := obj.get("input")
+	if _, hasMessages := obj.get("messages"); !hasInput || hasMessages {
+		return prepareObject(route, obj)
+	}
+	chat, msgs, aerr := responsesToChat(route, obj)
+	if aerr != nil {
+		return nil, aerr
+	}
+	return prepare(route, chat, msgs)
+}
+
 // RenderResponses is Render for a Responses API request body: on a
 // contract route, the chat body attempt n sends upstream; on a passthrough
 // route, the body forwarded to the upstream's /responses.

@@ -335,3 +335,34 @@ func TestRenderResponses(t *testing.T) {
 		t.Errorf("passthrough render %s %v", raw, err)
 	}
 }
+
+// A review item keeps the client's body as sent; approve and rerun prepare
+// it again, so a Responses body must prepare as its chat twin does.
+func TestPrepareAnyResponsesBody(t *testing.T) {
+	rt := loadRuntime(t, "http://127.0.0.1:1/v1", cfg{})
+	for _, tc := range []struct{ route, chat, resp string }{
+		{"classify", `{"messages":[{"role":"user","content":"{\"subject\":\"s\",\"body\":\"b\"}"}]}`, `{"input":"{\"subject\":\"s\",\"body\":\"b\"}"}`},
+		{"free-drop", `{"messages":[{"role":"system","content":"x"},{"role":"user","content":[{"type":"text","text":"q"}]}]}`, `{"instructions":"x","input":[{"role":"user","content":[{"type":"input_text","text":"q"}]}]}`},
+	} {
+		route := rt.Routes[tc.route]
+		want, aerr := PrepareAny(route, []byte(tc.chat))
+		if aerr != nil {
+			t.Fatal(aerr)
+		}
+		got, aerr := PrepareAny(route, []byte(tc.resp))
+		if aerr != nil {
+			t.Fatalf("%s: %v", tc.route, aerr)
+		}
+		if !reflect.DeepEqual(got.Subject, want.Subject) || string(got.InputJSON) != string(want.InputJSON) {
+			t.Errorf("%s: subject %+v / %s, want %+v / %s", tc.route, got.Subject, got.InputJSON, want.Subject, want.InputJSON)
+		}
+		a, _ := got.Build(route.Plan[0])
+		b, _ := want.Build(route.Plan[0])
+		var am, bm map[string]any
+		_ = json.Unmarshal(a.Body, &am)
+		_ = json.Unmarshal(b.Body, &bm)
+		if !reflect.DeepEqual(am, bm) {
+			t.Errorf("%s: upstream bodies differ:\n%s\n%s", tc.route, a.Body, b.Body)
+		}
+	}
+}

@@ -248,7 +248,7 @@ func outputText(raw json.RawMessage) string {
 // the stored request prepared by the route's current config, and the
 // rendered system prompt of attempt 1 for prompt_leak.
 func reviewSubject(route *config.Route, it *review.Item) (*Prepared, contracts.Subject, *APIError) {
-	p, aerr := Prepare(route, it.Request)
+	p, aerr := PrepareAny(route, it.Request) // the client's body: chat or Responses
 	if aerr != nil {
 		return nil, contracts.Subject{}, aerr
 	}
