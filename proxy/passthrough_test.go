@@ -144,9 +144,15 @@ func TestPassthroughStreamsEventByEvent(t *testing.T) {
 // handler reports the request, then waits for its context to end.
 func startHung(t *testing.T, h *harness, ctx context.Context, body string) <-chan error {
 	t.Helper()
+	return startHungAt(t, h, ctx, "/v1/chat/completions", body)
+}
+
+// startHungAt is startHung on path.
+func startHungAt(t *testing.T, h *harness, ctx context.Context, path, body string) <-chan error {
+	t.Helper()
 	errc := make(chan error, 1)
 	go func() {
-		req, _ := http.NewRequestWithContext(ctx, "POST", h.front.URL+"/v1/chat/completions", strings.NewReader(body))
+		req, _ := http.NewRequestWithContext(ctx, "POST", h.front.URL+path, strings.NewReader(body))
 		req.Header.Set("Authorization", "Bearer "+clientKey)
 		resp, err := h.client.Do(req)
 		if err == nil {

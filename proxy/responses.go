@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -429,12 +428,7 @@ func writeResponse(w http.ResponseWriter, v *verdict, route *config.Route, id st
 // writeResponseStream sends an accepted verdict as the Responses API's
 // standard event sequence. As on chat, nothing is sent before the verdict.
 func writeResponseStream(w http.ResponseWriter, done responseObject) {
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
-	h.Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
-	bw := bufio.NewWriter(w)
+	bw := startSSE(w)
 	seq := 0
 	send := func(typ string, fields map[string]any) {
 		fields["type"] = typ

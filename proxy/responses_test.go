@@ -10,7 +10,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"reflect"
 	"regexp"
@@ -282,17 +281,7 @@ func TestResponsesClientLeavesMidVerdict(t *testing.T) {
 	up = newFakeUpstream(t, func(w http.ResponseWriter, r *http.Request, c *upCall) { up.Hang(r) })
 	h := newHarnessOn(t, up, cfg{})
 	ctx, cancel := context.WithCancel(context.Background())
-	errc := make(chan error, 1)
-	go func() {
-		req, _ := http.NewRequestWithContext(ctx, "POST", h.front.URL+respPath, strings.NewReader(`{"model":"slow","stream":true,"input":"q"}`))
-		req.Header.Set("Authorization", "Bearer "+clientKey)
-		resp, err := h.client.Do(req)
-		if err == nil {
-			_, err = io.ReadAll(resp.Body)
-			resp.Body.Close()
-		}
-		errc <- err
-	}()
+	errc := startHungAt(t, h, ctx, respPath, `{"model":"slow","stream":true,"input":"q"}`)
 	deadline := time.Now().Add(2 * time.Second)
 	for up.Hits() == 0 && time.Now().Before(deadline) {
 		time.Sleep(5 * time.Millisecond)

@@ -38,12 +38,7 @@ type chunk struct {
 // verdict, so no invalid byte can reach the client.
 func writeStream(w http.ResponseWriter, v *verdict, route *config.Route, k *contracts.Contract, includeUsage bool) {
 	body := successBody(v, route, k)
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
-	h.Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
-	bw := bufio.NewWriter(w)
+	bw := startSSE(w)
 	base := chunk{ID: body.ID, Object: "chat.completion.chunk", Created: body.Created, Model: body.Model, SystemFingerprint: body.SystemFingerprint}
 	empty, content, stop := "", string(v.result.JSON), "stop"
 	send := func(c chunk) {
@@ -74,4 +69,15 @@ func writeStream(w http.ResponseWriter, v *verdict, route *config.Route, k *cont
 	if f, ok := w.(http.Flusher); ok {
 		f.Flush()
 	}
+}
+
+// startSSE sends a 200 event-stream's headers; events go through the
+// returned writer, flushed once the verdict's events are all written.
+func startSSE(w http.ResponseWriter) *bufio.Writer {
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	return bufio.NewWriter(w)
 }
