@@ -7,7 +7,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.version=$(VERSION)
 FUZZTIME ?= 20s
 
-.PHONY: all build test test-go test-e2e vet bench bench-engine fuzz demo run clean deps
+.PHONY: all build test test-go test-e2e vet bench bench-engine bench-review fuzz demo run clean deps
 
 all: build
 
@@ -36,11 +36,19 @@ test-e2e: build
 bench-engine:
 	$(GO) test -run '^$$' -bench 'BareValidateJSON|CheckSchemaOnly|CheckFull|CheckInvalid' -benchmem -cpu 1 -count 8 ./contracts/
 
+# The review store on the needs_review path: sqlite vs store none, and the
+# valid path, at concurrency 16; five interleaved rounds (docs/benchmarks.md).
+bench-review:
+	$(GO) test -c -o bin/proxy.test ./proxy/
+	cd proxy && for i in 1 2 3 4 5; do ../bin/proxy.test -test.run '^$$' -test.bench ReviewPath -test.benchtime 3000x; done
+	$(GO) test -run '^$$' -bench SQLiteCreate -benchtime 3000x -count 5 ./review/
+
 # Side by side: the mock upstream directly, a bare proxy hop, and contractd
-# validating, at concurrency 1/16/64; then the engine benchmarks.
+# validating, at concurrency 1/16/64; then the engine and review benchmarks.
 bench: build
 	$(GO) run ./cmd/contractd-bench -bin bin/contractd -runs 3
 	$(MAKE) bench-engine
+	$(MAKE) bench-review
 
 # Each fuzz target for FUZZTIME (go test runs one -fuzz target at a time).
 fuzz:
