@@ -153,6 +153,10 @@ routes:
     contract: sentiment_v1
     temperature: 0.7
     max_output_tokens: 200
+  - name: raw
+    upstream: fake
+    model: fake-raw
+    passthrough: true
 EOF
 
 "$bin" validate -c "$tmp/contractd.yaml"

@@ -6,6 +6,9 @@
 //   fake-good  a valid sentiment object
 //   fake-bad   prose, never valid (every attempt fails: needs_review)
 //
+// POST /v1/responses (a passthrough route's Responses call) answers a
+// response object, or three SSE events when the body asks to stream.
+//
 // GET /_e2e/requests returns the recorded requests (method, path, headers,
 // body) so the tests can check which key the upstream saw.
 import http from 'node:http';
@@ -26,6 +29,40 @@ function completion(model, content) {
   };
 }
 
+// A passthrough route's Responses call: contractd forwards it to
+// /v1/responses untouched but for model; this answers a response object
+// echoing the model it saw, or streams three events, one write each.
+function passthroughResponse(res, raw) {
+  const body = JSON.parse(raw);
+  const response = {
+    id: 'resp_fake', object: 'response', created_at: 1700000000, status: 'completed', model: body.model,
+    output: [{ type: 'message', id: 'msg_fake', status: 'completed', role: 'assistant',
+      content: [{ type: 'output_text', text: `echo: ${body.input}`, annotations: [] }] }],
+    usage: { input_tokens: 3, output_tokens: 2, total_tokens: 5 },
+  };
+  if (!body.stream) {
+    send(res, 200, response);
+    return;
+  }
+  res.writeHead(200, { 'content-type': 'text/event-stream' });
+  const events = [
+    { type: 'response.created', sequence_number: 0, response: { ...response, status: 'in_progress', output: [] } },
+    { type: 'response.output_text.delta', sequence_number: 1, item_id: 'msg_fake', output_index: 0, content_index: 0, delta: `echo: ${body.input}` },
+    { type: 'response.completed', sequence_number: 2, response },
+  ];
+  let i = 0;
+  const next = () => {
+    if (i === events.length) {
+      res.end();
+      return;
+    }
+    const e = events[i++];
+    res.write(`event: ${e.type}\ndata: ${JSON.stringify(e)}\n\n`);
+    setTimeout(next, 10);
+  };
+  next();
+}
+
 function send(res, status, obj) {
   const body = JSON.stringify(obj);
   res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) });
@@ -42,6 +79,10 @@ const server = http.createServer((req, res) => {
       return;
     }
     requests.push({ method: req.method, path: req.url, headers: req.headers, body: raw });
+    if (req.method === 'POST' && req.url === '/v1/responses') {
+      passthroughResponse(res, raw);
+      return;
+    }
     if (req.method !== 'POST' || req.url !== '/v1/chat/completions') {
       send(res, 404, { error: { message: 'not found', type: 'invalid_request_error', code: null, param: null } });
       return;

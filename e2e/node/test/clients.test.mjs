@@ -138,3 +138,22 @@ test('langchain: functionCalling is refused (tools on a contract route)', async 
   );
   assert.equal(await upstreamCount(), n, 'nothing reached the upstream');
 });
+
+// ------------------------------------------------------------- passthrough
+test('openai: Responses on a passthrough route are relayed, streams event by event', async () => {
+  const n = await upstreamCount();
+  const r = await client.responses.create({ model: 'raw', input: 'hi', tools: [{ type: 'web_search' }] });
+  assert.equal(r.id, 'resp_fake');
+  assert.equal(r.output_text, 'echo: hi');
+  const [call] = await upstreamBodies(n);
+  assert.equal(call.path, '/v1/responses');
+  assert.deepEqual(call.body, { model: 'fake-raw', input: 'hi', tools: [{ type: 'web_search' }] }, 'untouched but for model');
+  const types = [];
+  let text = '';
+  for await (const e of await client.responses.create({ model: 'raw', input: 'hi', stream: true })) {
+    types.push(e.type);
+    if (e.type === 'response.output_text.delta') text += e.delta;
+  }
+  assert.deepEqual(types, ['response.created', 'response.output_text.delta', 'response.completed']);
+  assert.equal(text, 'echo: hi');
+});
