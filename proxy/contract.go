@@ -104,8 +104,7 @@ func (s *Server) attempts(ctx context.Context, r *http.Request, x *exchange, p *
 			return nil, badRequest(CodeInputTooLarge, "messages", "input is %d tokens; route %q allows %d", ab.InputTokens, route.Name, route.Budget.MaxInputTokens)
 		}
 		if route.Budget.Exhausted(spent, ab.InputTokens, route.MaxOutputTokens) {
-			return v, s.review(x, p, v, CodeBudgetExhausted,
-				"the token budget ran out before attempt "+strconv.Itoa(n)+" could run")
+			return v, s.review(x, p, v, CodeBudgetExhausted)
 		}
 		actx, done := s.Telemetry.StartAttempt(ctx, AttemptInfo{Route: route.Name, Model: route.Model, Attempt: n, Temperature: a.Temperature})
 		start := time.Now()
@@ -164,7 +163,7 @@ func (s *Server) attempts(ctx context.Context, r *http.Request, x *exchange, p *
 			return v, nil
 		}
 	}
-	return v, s.review(x, p, v, CodeContractViolation, "")
+	return v, s.review(x, p, v, CodeContractViolation)
 }
 
 // judge adds upstream violations (truncation, refusal) to the contract's
@@ -190,17 +189,31 @@ func judge(k *contracts.Contract, comp *Completion, subj *contracts.Subject) con
 	return res
 }
 
-func (s *Server) review(x *exchange, p *Prepared, v *verdict, code, msg string) *APIError {
+func (s *Server) review(x *exchange, p *Prepared, v *verdict, code string) *APIError {
 	k := p.Route.Contract
-	if msg == "" {
-		msg = "the model's output did not satisfy contract " + quoteForMessage(k.Name) + " after " + strconv.Itoa(len(v.attempts)) + " attempt(s)"
-	}
 	attempts := v.attempts
 	if attempts == nil {
 		attempts = []ReviewAttempt{}
 	}
-	return &APIError{Status: http.StatusUnprocessableEntity, Type: typeNeedsReview, Code: code, Message: msg,
-		Review: &Review{ID: x.ev.RequestID, Route: p.Route.Name, Contract: k.Name, Attempts: attempts}}
+	id := x.ev.RequestID
+	return &APIError{Status: http.StatusUnprocessableEntity, Type: typeNeedsReview, Code: code, Message: reviewMessage(id, code, attempts),
+		Review: &Review{ID: id, Route: p.Route.Name, Contract: k.Name, Attempts: attempts}}
+}
+
+// reviewMessage names the review in error.message, because some clients
+// (the AI SDK) keep only the message of an error body. The cause is the
+// first violation of the first attempt (lists are sorted); the root path ""
+// is written "root", which no JSON Pointer can be. With no attempt at all
+// (the budget ran out first) the cause is the code.
+func reviewMessage(id, code string, attempts []ReviewAttempt) string {
+	rule, path := code, ""
+	if len(attempts) > 0 && len(attempts[0].Violations) > 0 {
+		rule, path = attempts[0].Violations[0].Rule, attempts[0].Violations[0].Path
+	}
+	if path == "" {
+		path = "root"
+	}
+	return "needs review " + id + ": " + strconv.Itoa(len(attempts)) + " attempts failed (" + rule + " at " + path + "); GET /v1/reviews/" + id
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

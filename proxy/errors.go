@@ -110,6 +110,11 @@ func writeError(w http.ResponseWriter, e *APIError) {
 	if e.RetryAfter > 0 {
 		h.Set("Retry-After", strconv.Itoa(e.RetryAfter))
 	}
+	if e.Status == http.StatusUnprocessableEntity && e.Type == typeNeedsReview {
+		// Honoured by the official SDKs' retry logic: repeating the same
+		// request cannot change a verdict already stored for review.
+		h.Set("X-Should-Retry", "false")
+	}
 	w.WriteHeader(e.Status)
 	b, _ := json.Marshal(errorBody{Error: errorObject{Message: e.Message, Type: e.Type, Code: e.Code, Param: e.Param, Review: e.Review, Violations: e.Violations}})
 	_, _ = w.Write(append(b, '\n'))
