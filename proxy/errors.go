@@ -35,6 +35,7 @@ const (
 	CodeReviewNotFound       = "review_not_found"
 	CodeReviewResolved       = "review_already_resolved"
 	CodeInvalidParameter     = "invalid_parameter"
+	CodeInvalidMessage       = "invalid_message"
 )
 
 // APIError is a client-facing error. Message is written for the client and

@@ -45,6 +45,14 @@ func TestRequestErrors(t *testing.T) {
 		{name: "message without role", body: `{"model":"free","messages":[{"content":"hi"}]}`, status: 400, code: "invalid_json", param: sp("messages[0]")},
 		{name: "stream not boolean", body: `{"model":"free","stream":"yes","messages":[` + userHi + `]}`, status: 400, code: "invalid_json", param: sp("stream")},
 
+		// 400 invalid_message: content a string, null, or parts with a string type
+		{name: "content a number", body: `{"model":"free","messages":[{"role":"assistant","content":"x"},{"role":"user","content":"a"},{"role":"user","content":123}]}`, status: 400, code: "invalid_message", param: sp("messages[2].content")},
+		{name: "content an object", body: `{"model":"free","messages":[{"role":"user","content":{"text":"hi"}}]}`, status: 400, code: "invalid_message", param: sp("messages[0].content")},
+		{name: "content true", body: `{"model":"free","messages":[{"role":"user","content":true}]}`, status: 400, code: "invalid_message", param: sp("messages[0].content")},
+		{name: "part without type", body: `{"model":"free","messages":[{"role":"user","content":[{"text":"hi"}]}]}`, status: 400, code: "invalid_message", param: sp("messages[0].content")},
+		{name: "part type a number", body: `{"model":"free","messages":[{"role":"user","content":[{"type":1,"text":"hi"}]}]}`, status: 400, code: "invalid_message", param: sp("messages[0].content")},
+		{name: "part not an object", body: `{"model":"free","messages":[{"role":"user","content":["hi"]}]}`, status: 400, code: "invalid_message", param: sp("messages[0].content")},
+
 		// 400 input_schema_violation
 		{name: "last user message not JSON", body: `{"model":"classify","messages":[` + userHi + `]}`, status: 400, code: "input_schema_violation", param: sp("messages")},
 		{name: "last user message a JSON array", body: `{"model":"classify","messages":[{"role":"user","content":"[1]"}]}`, status: 400, code: "input_schema_violation", param: sp("messages")},

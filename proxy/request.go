@@ -137,24 +137,37 @@ func readMessages(obj object) ([]clientMessage, *APIError) {
 			return nil, badRequest(CodeInvalidJSON, fmt.Sprintf("messages[%d]", i), "each message must be an object with a string role")
 		}
 		cm := clientMessage{Role: *m.Role, Raw: it}
+		badContent := func() *APIError {
+			return badRequest(CodeInvalidMessage, fmt.Sprintf("messages[%d].content", i),
+				"content must be a string, null, or a list of parts each with a string type")
+		}
 		switch c := bytes.TrimSpace(m.Content); {
-		case len(c) > 0 && c[0] == '"':
+		case len(c) == 0 || string(c) == "null":
+		case c[0] == '"':
 			_ = json.Unmarshal(c, &cm.Content)
 			cm.IsString = true
-		case len(c) > 0 && c[0] == '[':
+		case c[0] == '[':
+			// A part's type must be present and a string: a provider that
+			// validates would otherwise turn the client's mistake into a 502.
 			var parts []struct {
-				Type string `json:"type"`
-				Text string `json:"text"`
+				Type *string `json:"type"`
+				Text string  `json:"text"`
 			}
-			if json.Unmarshal(c, &parts) == nil {
-				var texts []string
-				for _, pt := range parts {
-					if pt.Type == "text" {
-						texts = append(texts, pt.Text)
-					}
+			if json.Unmarshal(c, &parts) != nil {
+				return nil, badContent()
+			}
+			var texts []string
+			for _, pt := range parts {
+				if pt.Type == nil {
+					return nil, badContent()
 				}
-				cm.Content = strings.Join(texts, "\n")
+				if *pt.Type == "text" {
+					texts = append(texts, pt.Text)
+				}
 			}
+			cm.Content = strings.Join(texts, "\n")
+		default:
+			return nil, badContent()
 		}
 		out = append(out, cm)
 	}
