@@ -71,22 +71,26 @@ type Attempt struct {
 
 // Event is one request's audit record.
 type Event struct {
-	Event       string          `json:"event"` // "request"
-	Time        time.Time       `json:"time"`
-	RequestID   string          `json:"request_id"`
-	Route       string          `json:"route"`
-	API         string          `json:"api,omitempty"` // "chat" or "responses": the client-facing API
-	Outcome     string          `json:"outcome"`
-	Status      int             `json:"status"`
-	DurationMS  float64         `json:"duration_ms"`
-	Prompt      *Ref            `json:"prompt"`
-	Contract    *Ref            `json:"contract"`
-	InputSHA256 string          `json:"input_sha256"`
-	Attempts    []Attempt       `json:"attempts"`
-	Usage       Usage           `json:"usage"`
-	Budget      *Budget         `json:"budget"`
-	ErrorCode   string          `json:"error_code,omitempty"` // the client's error code when not 200
-	Input       json.RawMessage `json:"input,omitempty"`      // include_content only
+	Event       string    `json:"event"` // "request"
+	Time        time.Time `json:"time"`
+	RequestID   string    `json:"request_id"`
+	Route       string    `json:"route"`
+	API         string    `json:"api,omitempty"` // "chat" or "responses": the client-facing API
+	Outcome     string    `json:"outcome"`
+	Status      int       `json:"status"`
+	DurationMS  float64   `json:"duration_ms"`
+	Prompt      *Ref      `json:"prompt"`
+	Contract    *Ref      `json:"contract"`
+	InputSHA256 string    `json:"input_sha256"`
+	Attempts    []Attempt `json:"attempts"`
+	Usage       Usage     `json:"usage"`
+	Budget      *Budget   `json:"budget"`
+	ErrorCode   string    `json:"error_code,omitempty"` // the client's error code when not 200
+	// Deduplicated: the 422 of an identical earlier request (ReviewID) was
+	// served again without calling the upstream.
+	Deduplicated bool            `json:"deduplicated,omitempty"`
+	ReviewID     string          `json:"review_id,omitempty"`
+	Input        json.RawMessage `json:"input,omitempty"` // include_content only
 }
 
 // Sink receives events. Write must be safe for concurrent use and must hand

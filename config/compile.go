@@ -178,6 +178,10 @@ func (c *compiler) review() {
 	if out.Retention == 0 {
 		out.Retention = DefaultReviewRetention
 	}
+	out.DedupeWindow = DefaultDedupeWindow
+	if d := r.DedupeWindow; d != nil {
+		out.DedupeWindow = *d // the parser refuses negative durations
+	}
 	envSet := func(key, name string) {
 		switch {
 		case !envNameRE.MatchString(name):

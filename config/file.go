@@ -26,6 +26,9 @@ type Review struct {
 	DSNEnv    string        `yaml:"dsn_env"`
 	Retention time.Duration `yaml:"retention"`
 	Webhook   *WebhookDef   `yaml:"webhook"`
+	// DedupeWindow is a pointer so that an explicit 0 (off) differs from
+	// absent (the default).
+	DedupeWindow *time.Duration `yaml:"dedupe_window"`
 }
 
 // WebhookDef is where review events are POSTed.

@@ -17,6 +17,8 @@ func TestReviewProblems(t *testing.T) {
 		{"unknown webhook key", base + "review: {webhook: {url: \"http://127.0.0.1:1/h\", secret_env: CONTRACTD_TEST_SECRET, sekret: x}}\n", `review.webhook.sekret: unknown key "sekret"`},
 		{"unknown store", base + "review: {store: mysql}\n", `review.store: unknown store "mysql" (sqlite, postgres, none)`},
 		{"bad retention", base + "review: {retention: forever}\n", `review.retention: invalid duration "forever"`},
+		{"bad dedupe window", base + "review: {dedupe_window: soon}\n", `review.dedupe_window: invalid duration "soon"`},
+		{"negative dedupe window", base + "review: {dedupe_window: -1s}\n", `review.dedupe_window: invalid duration "-1s"`},
 		{"unset dsn env", base + "review: {store: postgres, dsn_env: NOPE_DSN_UNSET}\n", `review.dsn_env: environment variable NOPE_DSN_UNSET is not set`},
 		{"default dsn env unset", base + "review: {store: postgres}\n", `review.dsn_env: environment variable CONTRACTD_REVIEW_DSN is not set`},
 		{"dsn_env with sqlite", base + "review: {dsn_env: X}\n", `review.dsn_env: dsn_env is only used with store: postgres`},
@@ -61,8 +63,14 @@ func TestReviewDefaults(t *testing.T) {
 	}
 	r := rt.Review
 	if r.Store != "sqlite" || r.Path != filepath.Join(dir, "reviews.db") || r.Retention != 720*time.Hour ||
-		r.SpoolPath != filepath.Join(dir, "review-spool.jsonl") || r.Webhook != nil {
+		r.SpoolPath != filepath.Join(dir, "review-spool.jsonl") || r.Webhook != nil || r.DedupeWindow != 60*time.Second {
 		t.Fatalf("%+v", r)
+	}
+	for yaml, want := range map[string]time.Duration{"review: {dedupe_window: 0}\n": 0, "review: {dedupe_window: 5m}\n": 5 * time.Minute} {
+		os.WriteFile(p, []byte(base+yaml), 0o644)
+		if rt, err := Load(p); err != nil || rt.Review.DedupeWindow != want {
+			t.Fatalf("%q: %v %+v", yaml, err, rt)
+		}
 	}
 	t.Setenv("PG_DSN_TEST", "postgres://x")
 	t.Setenv("HOOK_SECRET_TEST", "s")

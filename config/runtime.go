@@ -54,6 +54,10 @@ type ReviewSettings struct {
 	DSNEnv    string // postgres: variable holding the DSN
 	Retention time.Duration
 	Webhook   *WebhookSettings // nil: no webhook
+	// DedupeWindow is how long an identical repeat of a request that
+	// ended in needs_review gets the same 422 without an upstream call;
+	// 0 is off.
+	DedupeWindow time.Duration
 	// SpoolPath is where items the store could not take are appended:
 	// beside the sqlite file, or beside the config file for postgres.
 	SpoolPath string
@@ -108,6 +112,7 @@ const (
 	DefaultMaxOutputTokens = 1024
 	DefaultReviewPath      = "reviews.db"
 	DefaultReviewRetention = 720 * time.Hour
+	DefaultDedupeWindow    = 60 * time.Second
 	DefaultReviewDSNEnv    = "CONTRACTD_REVIEW_DSN"
 	ReviewSpoolFile        = "review-spool.jsonl"
 )

@@ -3,11 +3,13 @@ package e2e
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -15,10 +17,14 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+var badSeq atomic.Int64
+
 // badReview sends one request that ends in needs_review and returns the
 // review id when the client received a 422.
 func badReview(client *http.Client, d *daemon) (string, bool) {
-	body := `{"model":"review-always-bad","messages":[{"role":"user","content":"{\"text\":\"The soup was cold.\"}"}]}`
+	// Each body differs: an identical repeat would be answered from the
+	// dedupe window with the first item instead of making a new one.
+	body := fmt.Sprintf(`{"model":"review-always-bad","messages":[{"role":"user","content":"{\"text\":\"The soup was cold (%d).\"}"}]}`, badSeq.Add(1))
 	req, _ := http.NewRequest("POST", d.BaseURL()+"/chat/completions", bytes.NewReader([]byte(body)))
 	req.Header.Set("Authorization", "Bearer "+clientKey)
 	req.Header.Set("Content-Type", "application/json")

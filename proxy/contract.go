@@ -58,6 +58,22 @@ func (s *Server) contract(ctx context.Context, w http.ResponseWriter, r *http.Re
 			x.ev.Input = mustJSON(string(p.InputJSON))
 		}
 	}
+	window := x.st.rt.Review.DedupeWindow
+	var keep func(*APIError, time.Duration)
+	if window > 0 {
+		hit, release, err := s.dedupe.acquire(ctx, newDedupeKey(x.keySum, x.edge.api, route.Name, x.body, route.Prompt.SHA256, k.SHA256))
+		switch {
+		case err != nil:
+			we, outcome := waitError(r)
+			x.fail(ctx, w, we, outcome)
+			return
+		case hit != nil:
+			x.deduplicated(ctx, w, hit)
+			return
+		}
+		keep = release
+		defer release(nil, 0) // nothing to keep unless kept below (release runs once)
+	}
 	v, aerr := s.attempts(ctx, r, x, p)
 	h := w.Header()
 	if len(x.ev.Attempts) > 0 {
@@ -79,12 +95,38 @@ func (s *Server) contract(ctx context.Context, w http.ResponseWriter, r *http.Re
 			if q := s.Reviews; q != nil {
 				rv.Stored = q.save(ctx, x.reviewItem(p, v, rv, x.body))
 			}
+			if keep != nil {
+				keep(aerr, window)
+			}
 		}
 		x.fail(ctx, w, aerr, outcome)
 		return
 	}
 	x.finish(ctx, http.StatusOK, audit.OutcomeValid, "")
 	x.edge.write(w, v, route, x.ev.RequestID, p)
+}
+
+// deduplicated answers with the stored 422 of an identical request: same
+// review, no upstream call.
+func (x *exchange) deduplicated(ctx context.Context, w http.ResponseWriter, hit *APIError) {
+	h := w.Header()
+	h.Set("X-Contract-Route", hit.Review.Route)
+	if n := len(hit.Review.Attempts); n > 0 {
+		h.Set("X-Contract-Attempts", strconv.Itoa(n))
+	}
+	h.Set("X-Contract-Deduplicated", "true")
+	x.ev.Deduplicated, x.ev.ReviewID = true, hit.Review.ID
+	x.fail(ctx, w, hit, audit.OutcomeNeedsReview)
+}
+
+// waitError is the answer when the request ends while an identical one
+// runs: the client left, or request_timeout passed.
+func waitError(r *http.Request) (*APIError, string) {
+	if r.Context().Err() != nil {
+		return &APIError{Status: 499, Type: typeInvalidRequest, Code: "client_closed_request", Message: "client closed the request"}, audit.OutcomeRejected
+	}
+	return &APIError{Status: http.StatusGatewayTimeout, Type: typeUpstream, Code: CodeUpstreamTimeout,
+		Message: "request_timeout passed while an identical request was running"}, audit.OutcomeUpstreamError
 }
 
 // attempts runs the retry plan (SPEC §5). It returns the accepted verdict,

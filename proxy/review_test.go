@@ -71,6 +71,7 @@ func newReviewHarness(t *testing.T) *reviewHarness {
 	}
 	rt := *h.rt
 	rt.Server.AdminKeysEnv = "CONTRACTD_TEST_ADMIN_KEYS"
+	rt.Review.DedupeWindow = 0 // these tests make several items of one body
 	h.srv.Swap(&rt)
 	rh.front = httptest.NewServer(h.srv.Handler(&Admin{Reviews: h.srv.ReviewAdmin()}))
 	t.Cleanup(rh.shutdown)

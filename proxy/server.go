@@ -33,8 +33,9 @@ type Server struct {
 	// Env reads environment variables (client keys); os.Getenv by default.
 	Env func(string) string
 
-	state atomic.Pointer[state]
-	limit rateLimiter
+	state  atomic.Pointer[state]
+	limit  rateLimiter
+	dedupe *dedupe
 }
 
 // state is a Runtime with what is derived from it at install time.
@@ -46,7 +47,7 @@ type state struct {
 
 // NewServer returns a Server for rt.
 func NewServer(rt *config.Runtime, caller *Caller, sink audit.Sink, logger *slog.Logger) *Server {
-	s := &Server{Caller: caller, Audit: sink, Logger: logger, Env: os.Getenv, Telemetry: nopTelemetry{}}
+	s := &Server{Caller: caller, Audit: sink, Logger: logger, Env: os.Getenv, Telemetry: nopTelemetry{}, dedupe: newDedupe(DedupeMaxEntries)}
 	if s.Logger == nil {
 		s.Logger = slog.New(slog.NewJSONHandler(io.Discard, nil))
 	}
@@ -161,14 +162,15 @@ func newRequestID() string {
 // audit event is filled as it goes and written once, before the response
 // completes.
 type exchange struct {
-	s     *Server
-	st    *state
-	edge  *edge
-	ev    *audit.Event
-	start time.Time
-	log   *slog.Logger
-	keyID string // the client key's id for review items
-	body  []byte // the client's body as received
+	s      *Server
+	st     *state
+	edge   *edge
+	ev     *audit.Event
+	start  time.Time
+	log    *slog.Logger
+	keyID  string // the client key's id for review items
+	keySum string // the client key's full SHA-256 (hex), for the dedupe key
+	body   []byte // the client's body as received
 }
 
 func (x *exchange) finish(ctx context.Context, status int, outcome, code string) {
@@ -220,7 +222,8 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, e *edge) {
 		return
 	}
 	if client >= 0 {
-		x.keyID = keyID(bearerToken(r))
+		x.keySum = sha([]byte(bearerToken(r)))
+		x.keyID = x.keySum[:12]
 	}
 	if aerr := s.limit.allow(client); aerr != nil {
 		x.fail(ctx, w, aerr, audit.OutcomeRejected)

@@ -69,3 +69,32 @@ func (r *ReviewMetrics) Resolved(route, status, by string) {
 func (r *ReviewMetrics) Delivery(result string) {
 	r.deliveries.Add(context.Background(), 1, metric.WithAttributes(attribute.String("result", result)))
 }
+
+// Dedupe cache metric names.
+const (
+	MetricDedupeEntries   = "contractd_dedupe_entries"
+	MetricDedupeEvictions = "contractd_dedupe_evictions_total"
+)
+
+// DedupeMetrics registers the dedupe cache's size and evictions, read from
+// stats (proxy.Server.DedupeStats) at each scrape.
+func (t *Telemetry) DedupeMetrics(stats func() (entries int, evictions int64)) error {
+	m := t.mp.Meter(ScopeName)
+	entries, err := m.Int64ObservableGauge(MetricDedupeEntries,
+		metric.WithDescription("needs_review verdicts held by the dedupe cache (bounded; least recently used evicted)."), metric.WithUnit("{entry}"))
+	if err != nil {
+		return err
+	}
+	evictions, err := m.Int64ObservableCounter(MetricDedupeEvictions,
+		metric.WithDescription("Verdicts evicted from the dedupe cache at its size limit."), metric.WithUnit("{entry}"))
+	if err != nil {
+		return err
+	}
+	_, err = m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		n, ev := stats()
+		o.ObserveInt64(entries, int64(n))
+		o.ObserveInt64(evictions, ev)
+		return nil
+	}, entries, evictions)
+	return err
+}

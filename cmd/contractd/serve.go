@@ -145,6 +145,11 @@ func serve(ctx context.Context, path string, rt *config.Runtime, logger *slog.Lo
 	}()
 	srv := proxy.NewServer(rt, caller, sink, logger)
 	srv.Telemetry = tel
+	if activeTelemetry != nil {
+		if err := activeTelemetry.DedupeMetrics(srv.DedupeStats); err != nil {
+			return err
+		}
+	}
 	if !srv.AuthEnabled() {
 		logger.Warn("no client API keys configured: the API accepts every request (set server.api_keys_env)")
 	}

@@ -1,0 +1,270 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/contractd/contractd/audit"
+	"github.com/contractd/contractd/internal/testkit"
+)
+
+const failBody = `{"model":"free","messages":[` + userHi + `]}`
+
+func reviewID(t *testing.T, r *result) string {
+	t.Helper()
+	if r.Status != 422 {
+		t.Fatalf("status %d, want 422: %s", r.Status, r.Body)
+	}
+	return r.errorObj()["review"].(map[string]any)["id"].(string)
+}
+
+// An identical repeat of a needs_review request gets the same 422 (same
+// review, same message) without an upstream call, marked and audited.
+func TestDedupeRepeatServesSameReview(t *testing.T) {
+	h := newHarness(t, always(invalidAnswer), cfg{})
+	first := h.post("", failBody)
+	id := reviewID(t, first)
+	if first.Header.Get("X-Contract-Deduplicated") != "" {
+		t.Error("the first 422 is marked deduplicated")
+	}
+	second := h.post("", failBody)
+	if got := reviewID(t, second); got != id {
+		t.Fatalf("review id %s, want %s", got, id)
+	}
+	if h.up.Hits() != 2 {
+		t.Fatalf("upstream hits %d, want 2 (one run of 2 attempts)", h.up.Hits())
+	}
+	for k, want := range map[string]string{"X-Contract-Deduplicated": "true", "X-Should-Retry": "false", "X-Contract-Route": "free", "X-Contract-Attempts": "2"} {
+		if got := second.Header.Get(k); got != want {
+			t.Errorf("%s %q, want %q", k, got, want)
+		}
+	}
+	reqID := wantRequestID(t, second)
+	if reqID == id {
+		t.Error("the repeat kept the first request's id")
+	}
+	if a, b := first.errorObj(), second.errorObj(); fmt.Sprint(a) != fmt.Sprint(b) {
+		t.Errorf("bodies differ:\n%v\n%v", a, b)
+	}
+	ev := h.sink.waitEvent(t, reqID)
+	if ev.Outcome != audit.OutcomeNeedsReview || ev.Status != 422 || !ev.Deduplicated || ev.ReviewID != id || len(ev.Attempts) != 0 || ev.ErrorCode != CodeContractViolation {
+		t.Errorf("audit %+v", ev)
+	}
+	if ev := h.sink.waitEvent(t, id); ev.Deduplicated || ev.ReviewID != "" {
+		t.Errorf("first audit %+v", ev)
+	}
+}
+
+// What is not the same request runs again: another body, another client
+// key, another edge.
+func TestDedupeKeyParts(t *testing.T) {
+	h := newHarness(t, always(invalidAnswer), cfg{})
+	id := reviewID(t, h.post("", failBody))
+	others := []*result{
+		h.post("", `{"model":"free","messages":[{"role":"user","content":"hi!"}]}`),
+		h.post("", failBody, "Authorization: Bearer client-key-2"),
+		h.post("", ` `+failBody),
+		h.post(respPath, `{"model":"free","input":"hi"}`),
+	}
+	for i, r := range others {
+		if got := reviewID(t, r); got == id || r.Header.Get("X-Contract-Deduplicated") != "" {
+			t.Errorf("request %d was served the first verdict", i)
+		}
+	}
+	if h.up.Hits() != 2*(1+len(others)) {
+		t.Errorf("upstream hits %d", h.up.Hits())
+	}
+	// The route chosen by path is the same route: a repeat.
+	if r := h.post("/r/free/v1/chat/completions", failBody); reviewID(t, r) != id {
+		t.Error("the /r/ path is not the same request")
+	}
+}
+
+// Only needs_review verdicts are kept: a valid answer and an upstream
+// error run again.
+func TestDedupeKeepsOnlyNeedsReview(t *testing.T) {
+	t.Run("valid", func(t *testing.T) {
+		h := newHarness(t, always(validAnswer), cfg{})
+		for i := 0; i < 2; i++ {
+			if r := h.post("", failBody); r.Status != 200 || r.Header.Get("X-Contract-Deduplicated") != "" {
+				t.Fatalf("status %d %v", r.Status, r.Header)
+			}
+		}
+		if h.up.Hits() != 2 {
+			t.Errorf("upstream hits %d, want 2", h.up.Hits())
+		}
+	})
+	t.Run("upstream error", func(t *testing.T) {
+		h := newHarness(t, func(w http.ResponseWriter, r *http.Request, c *upCall) {
+			reply(w, 400, []byte(`{"error":{"message":"no"}}`))
+		}, cfg{})
+		for i := 0; i < 2; i++ {
+			if r := h.post("", failBody); r.Status != 502 {
+				t.Fatalf("status %d %s", r.Status, r.Body)
+			}
+		}
+		if h.up.Hits() != 2 {
+			t.Errorf("upstream hits %d, want 2", h.up.Hits())
+		}
+	})
+	t.Run("window 0", func(t *testing.T) {
+		h := newHarness(t, always(invalidAnswer), cfg{})
+		rt := *h.rt
+		rt.Review.DedupeWindow = 0
+		h.srv.Swap(&rt)
+		if a, b := reviewID(t, h.post("", failBody)), reviewID(t, h.post("", failBody)); a == b || h.up.Hits() != 4 {
+			t.Errorf("ids %s %s, upstream hits %d", a, b, h.up.Hits())
+		}
+	})
+}
+
+// The window ends: after it the request runs again.
+func TestDedupeWindowExpires(t *testing.T) {
+	h := newHarness(t, always(invalidAnswer), cfg{})
+	var mu sync.Mutex
+	now := time.Now()
+	h.srv.dedupe.now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	id := reviewID(t, h.post("", failBody))
+	advance(59 * time.Second)
+	if got := reviewID(t, h.post("", failBody)); got != id {
+		t.Fatalf("inside the window: %s, want %s", got, id)
+	}
+	advance(2 * time.Second)
+	if got := reviewID(t, h.post("", failBody)); got == id || h.up.Hits() != 4 {
+		t.Fatalf("after the window: id %s (first %s), upstream hits %d", got, id, h.up.Hits())
+	}
+}
+
+// Identical requests at once: one runs, the others wait for its verdict;
+// never two upstream runs.
+func TestDedupeConcurrentIdentical(t *testing.T) {
+	gate := make(chan struct{})
+	h := newHarness(t, func(w http.ResponseWriter, r *http.Request, c *upCall) {
+		<-gate
+		reply(w, 200, completion(invalidAnswer, "stop", 10, 5))
+	}, cfg{})
+	const n = 8
+	results := make([]*result, n)
+	var wg sync.WaitGroup
+	for i := range results {
+		wg.Add(1)
+		go func() { defer wg.Done(); results[i] = h.post("", failBody) }()
+	}
+	// Let every request reach the server before the upstream answers.
+	deadline := time.Now().Add(5 * time.Second)
+	for h.up.Hits() < 1 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	time.Sleep(100 * time.Millisecond)
+	close(gate)
+	wg.Wait()
+	if h.up.Hits() != 2 {
+		t.Fatalf("upstream hits %d, want 2 (one run)", h.up.Hits())
+	}
+	ids, dedup := map[string]bool{}, 0
+	for _, r := range results {
+		ids[reviewID(t, r)] = true
+		if r.Header.Get("X-Contract-Deduplicated") == "true" {
+			dedup++
+		}
+	}
+	if len(ids) != 1 || dedup != n-1 {
+		t.Errorf("%d review ids, %d deduplicated; want 1 and %d", len(ids), dedup, n-1)
+	}
+}
+
+// A reload that changes the contract runs the identical request again; one
+// that changes nothing of the route's prompt or contract does not.
+func TestDedupeReload(t *testing.T) {
+	h := newHarness(t, always(invalidAnswer), cfg{})
+	id := reviewID(t, h.post("", failBody))
+	h.reload(cfg{})
+	if got := reviewID(t, h.post("", failBody)); got != id {
+		t.Fatalf("same config: %s, want %s", got, id)
+	}
+	changed := strings.Replace(configYAML(h.up.URL(), cfg{}), "forbidden-word", "other-word", 1)
+	rt := testkit.LoadRuntime(t, filepath.Join("testdata", "contractd.yaml"), changed)
+	if rt.Routes["free"].Contract.SHA256 == h.rt.Routes["free"].Contract.SHA256 {
+		t.Fatal("the edit did not change the contract")
+	}
+	h.srv.Swap(rt)
+	r := h.post("", failBody)
+	if got := reviewID(t, r); got == id || r.Header.Get("X-Contract-Deduplicated") != "" || h.up.Hits() != 4 {
+		t.Fatalf("after the contract changed: id %s (first %s), upstream hits %d", got, id, h.up.Hits())
+	}
+}
+
+// A flood of distinct failing bodies cannot grow the cache past its limit:
+// the least recently used verdicts are evicted and counted.
+func TestDedupeBounded(t *testing.T) {
+	h := newHarness(t, always(invalidAnswer), cfg{})
+	h.srv.dedupe = newDedupe(16)
+	var wg sync.WaitGroup
+	for i := 0; i < 4; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := 0; j < 15; j++ {
+				reviewID(t, h.post("", fmt.Sprintf(`{"model":"free","messages":[{"role":"user","content":"q %d-%d"}]}`, i, j)))
+			}
+		}()
+	}
+	wg.Wait()
+	entries, evictions := h.srv.DedupeStats()
+	if entries != 16 || evictions != 60-16 {
+		t.Fatalf("entries %d evictions %d, want 16 and 44", entries, evictions)
+	}
+	if len(h.srv.dedupe.items) != 16 || len(h.srv.dedupe.inflight) != 0 {
+		t.Fatalf("map %d, inflight %d", len(h.srv.dedupe.items), len(h.srv.dedupe.inflight))
+	}
+}
+
+func TestDedupeUnit(t *testing.T) {
+	d := newDedupe(2)
+	k := func(s string) dedupeKey { return newDedupeKey("c", "chat", "r", []byte(s), "p", "k") }
+	if newDedupeKey("ab", "c", "r", nil, "p", "k") == newDedupeKey("a", "bc", "r", nil, "p", "k") {
+		t.Fatal("key parts run together")
+	}
+	verdict := &APIError{Status: 422}
+	hit, rel, err := d.acquire(context.Background(), k("a"))
+	if hit != nil || rel == nil || err != nil {
+		t.Fatal("first acquire does not run")
+	}
+	// A waiter gives up when its context ends.
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	if _, _, err := d.acquire(ctx, k("a")); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("waiter: %v", err)
+	}
+	rel(verdict, time.Minute)
+	rel(nil, 0) // a second release is a no-op
+	if hit, _, _ := d.acquire(context.Background(), k("a")); hit != verdict {
+		t.Fatal("verdict not kept")
+	}
+	// Not kept: the next identical request runs.
+	_, rel, _ = d.acquire(context.Background(), k("b"))
+	rel(nil, time.Minute)
+	if hit, rel, _ := d.acquire(context.Background(), k("b")); hit != nil || rel == nil {
+		t.Fatal("a run without a verdict was kept")
+	} else {
+		rel(verdict, time.Minute)
+	}
+	// LRU: "a" was used after "b" was stored; "c" evicts "b".
+	d.acquire(context.Background(), k("a"))
+	_, rel, _ = d.acquire(context.Background(), k("c"))
+	rel(verdict, time.Minute)
+	if e, ev := d.stats(); e != 2 || ev != 1 {
+		t.Fatalf("entries %d evictions %d", e, ev)
+	}
+	if hit, _, _ := d.acquire(context.Background(), k("a")); hit != verdict {
+		t.Fatal("the recently used entry was evicted")
+	}
+}
