@@ -162,7 +162,7 @@ func checkEvent(t *testing.T, rt *config.Runtime, ev map[string]any, want wantEv
 		want.input = passthroughUpBody
 	}
 	keys := []string{"event", "time", "request_id", "route", "outcome", "status", "duration_ms", "prompt", "contract",
-		"input_sha256", "attempts", "usage", "budget"}
+		"input_sha256", "attempts", "usage", "budget", "api"}
 	if want.code != "" {
 		keys = append(keys, "error_code")
 	}
@@ -170,6 +170,10 @@ func checkEvent(t *testing.T, rt *config.Runtime, ev map[string]any, want wantEv
 		keys = append(keys, "input")
 	}
 	sameKeys(t, "event", ev, keys...)
+	// Every scenario here comes in on the chat completions edge.
+	if ev["api"] != "chat" {
+		t.Errorf("api %v, want \"chat\"", ev["api"])
+	}
 
 	ts, _ := ev["time"].(string)
 	tm, err := time.Parse(time.RFC3339Nano, ts)
