@@ -2,8 +2,11 @@ package review_test
 
 import (
 	"context"
+	"fmt"
+	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/contractd/contractd/review"
 	"github.com/contractd/contractd/review/storetest"
@@ -38,4 +41,55 @@ func TestSQLiteMigrateTwice(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// Commits never run a checkpoint (that put 100+ ms into the answer that
+// crossed the threshold); the checkpointer copies the WAL into the
+// database file beside them, so the file grows while the store is open.
+func TestSQLiteCheckpointsInBackground(t *testing.T) {
+	create := func(s review.Store) {
+		now := time.Now()
+		for i := range 300 {
+			if _, err := s.Create(context.Background(), storetest.NewItem(fmt.Sprint("ck", i), "a", now), false); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// With the checkpointer idle, 300 commits leave the database file as
+	// the migrations left it.
+	idle := filepath.Join(t.TempDir(), "idle.db")
+	s, err := review.OpenSQLiteCheckpointEvery(context.Background(), idle, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := fileSize(t, idle)
+	create(s)
+	if got := fileSize(t, idle); got != before {
+		t.Fatalf("database file changed from %d to %d bytes on commit: a commit ran a checkpoint", before, got)
+	}
+	s.Close()
+
+	p := filepath.Join(t.TempDir(), "reviews.db")
+	if s, err = review.OpenSQLite(context.Background(), p); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	before = fileSize(t, p)
+	create(s)
+	deadline := time.Now().Add(5 * time.Second)
+	for fileSize(t, p) < before+300*512 {
+		if time.Now().After(deadline) {
+			t.Fatalf("database file %d bytes after 5 s (was %d): the WAL was not checkpointed", fileSize(t, p), before)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func fileSize(t *testing.T, p string) int64 {
+	t.Helper()
+	fi, err := os.Stat(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fi.Size()
 }
