@@ -72,6 +72,9 @@ type Item struct {
 	Request    json.RawMessage `json:"request,omitempty"`
 	Attempts   []Attempt       `json:"attempts"`
 	Resolution *Resolution     `json:"resolution"`
+	// Dedupe is set on a new item when review.dedupe_window is on. It is
+	// no part of the item's JSON shape (admin, webhook); the spool keeps it.
+	Dedupe *Dedupe `json:"-"`
 }
 
 // Rules lists the distinct violation rules of every attempt, in first-seen

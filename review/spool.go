@@ -18,9 +18,26 @@ type Spool struct {
 	mu   sync.Mutex
 }
 
+// spoolLine is an item with what its JSON shape leaves out but the store
+// needs once the item moves in.
+type spoolLine struct {
+	*Item
+	Dedupe *Dedupe `json:"dedupe,omitempty"`
+}
+
+func decodeLine(line []byte) (*Item, error) {
+	var l spoolLine
+	l.Item = &Item{}
+	if err := json.Unmarshal(line, &l); err != nil {
+		return nil, err
+	}
+	l.Item.Dedupe = l.Dedupe
+	return l.Item, nil
+}
+
 // Append writes it as one line and fsyncs the file.
 func (s *Spool) Append(it *Item) error {
-	b, err := json.Marshal(it)
+	b, err := json.Marshal(spoolLine{Item: it, Dedupe: it.Dedupe})
 	if err != nil {
 		return err
 	}
@@ -61,20 +78,20 @@ func (s *Spool) Drain(ctx context.Context, st Store, webhook bool, onCreated fun
 		if len(bytes.TrimSpace(line)) == 0 {
 			continue
 		}
-		var it Item
-		if err := json.Unmarshal(line, &it); err != nil {
+		it, err := decodeLine(line)
+		if err != nil {
 			// A torn last line from a crash mid-append was never
 			// acknowledged to a client (the fsync had not returned).
 			continue
 		}
-		created, err := st.Create(ctx, &it, webhook)
+		created, err := st.Create(ctx, it, webhook)
 		if err != nil {
 			return n, err
 		}
 		if created {
 			n++
 			if onCreated != nil {
-				onCreated(&it)
+				onCreated(it)
 			}
 		}
 	}
@@ -102,9 +119,8 @@ func (s *Spool) Get(id string) (*Item, bool) {
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 0, 64*1024), 64*1024*1024)
 	for sc.Scan() {
-		var it Item
-		if json.Unmarshal(sc.Bytes(), &it) == nil && it.ID == id {
-			return &it, true
+		if it, err := decodeLine(sc.Bytes()); err == nil && it.ID == id {
+			return it, true
 		}
 	}
 	return nil, false

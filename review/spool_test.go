@@ -2,8 +2,10 @@ package review_test
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -59,5 +61,32 @@ func TestHub(t *testing.T) {
 	cancel()
 	if h.Waiting() != 0 {
 		t.Fatalf("%d waiting", h.Waiting())
+	}
+}
+
+// The dedupe answer is no part of an item's JSON, but a spooled item keeps
+// it: once moved into the store a repeat on any replica finds it.
+func TestSpoolKeepsDedupe(t *testing.T) {
+	sp := &review.Spool{Path: filepath.Join(t.TempDir(), "review-spool.jsonl")}
+	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	it := storetest.NewItem("a", "r", at)
+	it.Dedupe = &review.Dedupe{Key: "k", Until: at.Add(time.Minute), Answer: json.RawMessage(`{"error":{}}`)}
+	if err := sp.Append(it); err != nil {
+		t.Fatal(err)
+	}
+	got, ok := sp.Get("a")
+	if !ok || got.Dedupe == nil || got.Dedupe.Key != "k" || !got.Dedupe.Until.Equal(it.Dedupe.Until) || string(got.Dedupe.Answer) != `{"error":{}}` {
+		t.Fatalf("spooled %+v", got)
+	}
+	if b, _ := json.Marshal(got); strings.Contains(string(b), "dedupe") {
+		t.Fatalf("item JSON carries the dedupe answer: %s", b)
+	}
+	st := openSQLite(t)
+	if _, err := sp.Drain(context.Background(), st, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	id, d, err := st.FindDedupe(context.Background(), "k", at)
+	if err != nil || id != "a" || string(d.Answer) != `{"error":{}}` {
+		t.Fatalf("after drain: %q %+v %v", id, d, err)
 	}
 }

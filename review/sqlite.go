@@ -198,7 +198,8 @@ func nullTime(ns sql.NullInt64) *time.Time {
 
 const (
 	sqlInsertItem = `INSERT INTO reviews (id, status, created_ns, route, prompt_name, prompt_sha,
-		contract_name, contract_sha, key_id, input, request, attempts) VALUES (?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT (id) DO NOTHING`
+		contract_name, contract_sha, key_id, input, request, attempts, dedupe_key, dedupe_until_ns, dedupe_answer)
+		VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT (id) DO NOTHING`
 	sqlInsertRule = `INSERT INTO review_rules (review_id, rule, created_ns) VALUES (?,?,?) ON CONFLICT DO NOTHING`
 )
 
@@ -313,9 +314,16 @@ func (s *SQLite) insert(ctx context.Context, tx *sql.Tx, it *Item, webhook bool)
 		req = json.RawMessage("null")
 	}
 	created := it.CreatedAt.UnixNano()
+	var dk, dans sql.NullString
+	var duntil sql.NullInt64
+	if d := it.Dedupe; d != nil && d.Key != "" {
+		dk = sql.NullString{String: d.Key, Valid: true}
+		duntil = sql.NullInt64{Int64: d.Until.UnixNano(), Valid: true}
+		dans = sql.NullString{String: string(d.Answer), Valid: true}
+	}
 	res, err := tx.StmtContext(ctx, s.insItem).ExecContext(ctx,
 		it.ID, string(StatusPending), created, it.Route, it.Prompt.Name, it.Prompt.SHA256, it.Contract.Name, it.Contract.SHA256,
-		it.KeyID, string(input), string(req), string(atts))
+		it.KeyID, string(input), string(req), string(atts), dk, duntil, dans)
 	if err != nil {
 		return false, err
 	}
@@ -681,4 +689,19 @@ func (s *SQLite) FinishDelivery(ctx context.Context, id string, done bool, retry
 		_, err = s.w.ExecContext(ctx, `UPDATE webhook_outbox SET next_ns = ?, tries = tries + 1 WHERE id = ?`, retryAt.UnixNano(), id)
 	}
 	return err
+}
+
+// FindDedupe reads the reviews_dedupe index: one row at most.
+func (s *SQLite) FindDedupe(ctx context.Context, key string, now time.Time) (string, *Dedupe, error) {
+	var id, answer string
+	var until int64
+	err := s.db.QueryRowContext(ctx, `SELECT id, dedupe_until_ns, dedupe_answer FROM reviews
+		WHERE dedupe_key = ? AND dedupe_until_ns > ? ORDER BY dedupe_until_ns DESC LIMIT 1`, key, now.UnixNano()).Scan(&id, &until, &answer)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", nil, ErrNotFound
+	}
+	if err != nil {
+		return "", nil, err
+	}
+	return id, &Dedupe{Key: key, Until: time.Unix(0, until).UTC(), Answer: json.RawMessage(answer)}, nil
 }

@@ -2,9 +2,12 @@ package review_test
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -92,4 +95,62 @@ func fileSize(t *testing.T, p string) int64 {
 		t.Fatal(err)
 	}
 	return fi.Size()
+}
+
+// A file written before the dedupe columns existed opens, keeps its items,
+// and answers FindDedupe through the reviews_dedupe index.
+func TestSQLiteMigrateFrom0001(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "reviews.db")
+	db, err := sql.Open("sqlite", "file:"+p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	init, err := os.ReadFile("migrations/sqlite/0001_init.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{
+		`CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, applied_ns INTEGER NOT NULL)`,
+		string(init),
+		`INSERT INTO schema_migrations VALUES (1, 0)`,
+		`INSERT INTO reviews (id, status, created_ns, route, prompt_name, prompt_sha, contract_name, contract_sha, key_id, input, request, attempts)
+		 VALUES ('old', 'pending', 1, 'a', 'p', 'aa', 'k', 'bb', '', 'null', 'null', '[]')`,
+	} {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db.Close()
+	s, err := review.OpenSQLite(context.Background(), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.Get(context.Background(), "old"); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.FindDedupe(context.Background(), "k", time.Unix(0, 0)); !errors.Is(err, review.ErrNotFound) {
+		t.Fatal(err)
+	}
+	db, err = sql.Open("sqlite", "file:"+p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var plan strings.Builder
+	rows, err := db.Query(`EXPLAIN QUERY PLAN SELECT id, dedupe_until_ns, dedupe_answer FROM reviews
+		WHERE dedupe_key = ? AND dedupe_until_ns > ? ORDER BY dedupe_until_ns DESC LIMIT 1`, "k", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var id, parent, notused int
+		var detail string
+		rows.Scan(&id, &parent, &notused, &detail)
+		plan.WriteString(detail + "\n")
+	}
+	rows.Close()
+	if !strings.Contains(plan.String(), "USING INDEX reviews_dedupe") || strings.Contains(plan.String(), "TEMP B-TREE") {
+		t.Fatalf("FindDedupe does not use the index:\n%s", plan.String())
+	}
 }

@@ -45,7 +45,28 @@ type Store interface {
 	ClaimDeliveries(ctx context.Context, now time.Time, limit int, lease time.Duration) ([]Delivery, error)
 	// FinishDelivery deletes a delivery (done) or schedules its next try.
 	FinishDelivery(ctx context.Context, id string, done bool, retryAt time.Time) error
+	// FindDedupe returns the id and Dedupe of the item created with
+	// Dedupe.Key == key whose window is still open at now (Until after
+	// now), the latest Until first; ErrNotFound when there is none. Items
+	// answer whatever their status: the window is short and the client
+	// learns the status from GET /v1/reviews/{id}. It must be an indexed
+	// lookup: the proxy asks on every contract request that misses its
+	// in-memory cache.
+	FindDedupe(ctx context.Context, key string, now time.Time) (id string, d *Dedupe, err error)
 	Close() error
+}
+
+// Dedupe lets an identical repeat of the request that made an item get the
+// same 422 again, on any replica sharing the store, without an upstream
+// call (SPEC §14 review.dedupe_window). Create stores it with the item.
+type Dedupe struct {
+	// Key identifies the request (client key, edge, route, body bytes,
+	// prompt and contract sha256), hashed by the proxy; opaque here.
+	Key string `json:"key"`
+	// Until is when the window ends: the verdict time plus the window.
+	Until time.Time `json:"until"`
+	// Answer is the 422 body the client was given, served again as is.
+	Answer json.RawMessage `json:"answer"`
 }
 
 // Filter selects items for List. Empty strings match everything.

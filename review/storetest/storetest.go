@@ -401,6 +401,69 @@ var behaviours = []struct {
 			t.Fatalf("after retry: %+v", later)
 		}
 	}},
+	{"dedupe: found by key while its window is open, never by another key or after it", func(t *testing.T, s review.Store) {
+		it := NewItem("r1", "a", base)
+		until := base.Add(time.Minute)
+		it.Dedupe = &review.Dedupe{Key: "k1", Until: until, Answer: json.RawMessage(`{"error":{"code":"contract_violation"}}`)}
+		create(t, s, it, NewItem("plain", "a", base))
+		id, d, err := s.FindDedupe(ctx(), "k1", base.Add(59*time.Second))
+		must(t, err)
+		eq(t, "id", id, "r1")
+		eq(t, "dedupe", d, it.Dedupe)
+		for _, c := range []struct {
+			key string
+			now time.Time
+		}{{"k1", until}, {"k1", until.Add(time.Hour)}, {"k2", base}, {"", base}} {
+			if _, _, err := s.FindDedupe(ctx(), c.key, c.now); !errors.Is(err, review.ErrNotFound) {
+				t.Fatalf("key %q at %v: %v", c.key, c.now, err)
+			}
+		}
+		got, err := s.Get(ctx(), "r1")
+		must(t, err)
+		if got.Dedupe != nil {
+			t.Fatal("Get returns the dedupe answer: it is no part of the item")
+		}
+	}},
+	{"dedupe: the latest window wins; resolution does not end it; retention does", func(t *testing.T, s review.Store) {
+		old := NewItem("old", "a", base)
+		old.Dedupe = &review.Dedupe{Key: "k", Until: base.Add(time.Minute), Answer: json.RawMessage(`{"n":1}`)}
+		nw := NewItem("new", "a", base.Add(30*time.Second))
+		nw.Dedupe = &review.Dedupe{Key: "k", Until: base.Add(90 * time.Second), Answer: json.RawMessage(`{"n":2}`)}
+		create(t, s, old, nw)
+		id, d, err := s.FindDedupe(ctx(), "k", base.Add(40*time.Second))
+		must(t, err)
+		if id != "new" || string(d.Answer) != `{"n":2}` {
+			t.Fatalf("got %s %s", id, d.Answer)
+		}
+		_, err = s.Resolve(ctx(), "new", approve(base.Add(41*time.Second)))
+		must(t, err)
+		id, _, err = s.FindDedupe(ctx(), "k", base.Add(42*time.Second))
+		must(t, err)
+		eq(t, "after resolve", id, "new")
+		_, err = s.DeleteResolvedBefore(ctx(), base.Add(time.Hour))
+		must(t, err)
+		id, _, err = s.FindDedupe(ctx(), "k", base.Add(43*time.Second))
+		must(t, err)
+		eq(t, "after retention", id, "old")
+	}},
+	{"dedupe: a repeated create of the id keeps the first answer", func(t *testing.T, s review.Store) {
+		it := NewItem("r1", "a", base)
+		it.Dedupe = &review.Dedupe{Key: "k", Until: base.Add(time.Minute), Answer: json.RawMessage(`{"n":1}`)}
+		create(t, s, it)
+		again := NewItem("r1", "a", base)
+		again.Dedupe = &review.Dedupe{Key: "k2", Until: base.Add(time.Hour), Answer: json.RawMessage(`{"n":2}`)}
+		ok, err := s.Create(ctx(), again, false)
+		must(t, err)
+		if ok {
+			t.Fatal("second create reported created")
+		}
+		if _, _, err := s.FindDedupe(ctx(), "k2", base); !errors.Is(err, review.ErrNotFound) {
+			t.Fatalf("k2: %v", err)
+		}
+		_, d, err := s.FindDedupe(ctx(), "k", base)
+		must(t, err)
+		eq(t, "answer", string(d.Answer), `{"n":1}`)
+	}},
 	{"no webhook rows without webhook", func(t *testing.T, s review.Store) {
 		create(t, s, NewItem("r1", "a", base))
 		ds, err := s.ClaimDeliveries(ctx(), time.Now().Add(time.Hour), 10, time.Minute)
