@@ -4,11 +4,15 @@
 // answers a fixed ~1.5 KB nested chat completion, starts contractd (the
 // real binary, a subprocess) in front of it on a contract route that
 // validates that output (closed objects, enums, bounds, a pattern, a
-// labels policy), and then, for each concurrency, drives (a) the mock
-// directly and (b) contractd for a fixed duration. It reports req/s, p50
-// and p99 of both, the latency contractd adds (contractd minus direct, same
-// run, same concurrency), contractd's CPU time per request, and its peak
-// RSS (VmHWM of /proc/<pid>/status, reset before each phase).
+// labels policy) and a passthrough route, and a bare httputil.ReverseProxy
+// in a process of its own (the floor any Go proxy hop pays). For each
+// concurrency it drives, interleaved, (a) the mock directly, (b) the bare
+// proxy, (c) contractd's passthrough route and (d) its contract route, each
+// for a fixed duration. It reports req/s, p50 and p99 of each, the latency
+// contractd adds (over direct and over the bare proxy, same run, same
+// concurrency), each proxy's CPU time per request and its ratio to the
+// bare proxy's, and contractd's peak RSS (VmHWM of /proc/<pid>/status,
+// reset before each phase).
 //
 // Everything is loopback and bounded in time: phases are capped at 60 s,
 // concurrency at 512, runs at 10.
@@ -44,6 +48,11 @@ const (
 	targetAddedP99 = 2 * time.Millisecond   // at concurrency 16
 	targetRPS      = 2000                   // through contractd, with validation
 	targetRSS      = 100 << 20              // peak RSS at concurrency 64
+	// CPU per request over the bare proxy's (issue 12), and the latency
+	// the contract route adds over the bare proxy at concurrency 1.
+	targetContractCPU = 1.3
+	targetHopCPU      = 1.1
+	targetBareAddedC1 = 150 * time.Microsecond
 	// The Responses edge's CPU per request over the chat edge's.
 	targetRespRatio = 1.10
 	edgePairs       = 4
@@ -68,7 +77,9 @@ func main() {
 
 func mainErr() int {
 	var o options
-	var concs string
+	var concs, bareUpstream, bareListen string
+	flag.StringVar(&bareUpstream, "bare-proxy", "", "internal: run the bare proxy in front of this upstream URL")
+	flag.StringVar(&bareListen, "listen", "", "internal: the bare proxy's listen address")
 	flag.DurationVar(&o.duration, "duration", 5*time.Second, "measured duration of each phase (max 60s)")
 	flag.DurationVar(&o.warmup, "warmup", time.Second, "unmeasured warm-up before each phase (max 10s)")
 	flag.StringVar(&concs, "concurrency", "1,16,64", "comma-separated concurrency levels (each 1..512)")
@@ -79,6 +90,10 @@ func mainErr() int {
 	flag.StringVar(&o.logLevel, "log-level", "info", "contractd's server.log_level for the run")
 	flag.StringVar(&o.gogc, "gogc", "", "GOGC for the contractd process only (default: inherited)")
 	flag.Parse()
+	if bareUpstream != "" {
+		fmt.Fprintln(os.Stderr, "contractd-bench: bare proxy:", runBareProxy(bareListen, bareUpstream))
+		return 1
+	}
 	for _, s := range strings.Split(concs, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(s))
 		if err != nil || n < 1 || n > 512 {
@@ -103,10 +118,12 @@ func mainErr() int {
 // cell is one (concurrency, target) result, the median over runs.
 type cell struct {
 	direct, proxied stats
-	// hop is the same contractd binary on a passthrough route: one proxy
-	// hop with no contract work, the floor any proxy in Go pays here.
-	hop       stats
-	cpuPerReq time.Duration
+	// bare is the bare httputil.ReverseProxy process; hop is the same
+	// contractd binary on a passthrough route (no contract work).
+	bare, hop          stats
+	cpuPerReq          time.Duration // contractd's contract route
+	bareCPU, hopCPU    time.Duration
+	cpuRatio, hopRatio float64 // over bareCPU (median of each run's own ratio)
 	// The same contract route through the Responses API edge, measured in
 	// alternating pairs of short phases with the chat edge: medians of
 	// each edge's CPU per request and of each pair's own ratio.
@@ -118,6 +135,7 @@ type cell struct {
 	rssSource                      string
 	// Set by median: the median of each run's own difference.
 	addedP50, addedP99 *time.Duration
+	bareAddedP50       *time.Duration // contractd p50 − bare p50
 }
 
 func bench(ctx context.Context, o options) error {
@@ -153,6 +171,12 @@ func bench(ctx context.Context, o options) error {
 	}
 	defer cd.stop()
 	fmt.Fprintf(os.Stderr, "contractd pid %d on %s (mock upstream %s)\n", cd.pid(), cd.api, mockURL)
+	bp, err := startBare(mockURL, effectiveGOGC(o))
+	if err != nil {
+		return err
+	}
+	defer bp.stop()
+	fmt.Fprintf(os.Stderr, "bare proxy pid %d on %s\n", bp.pid(), bp.url)
 
 	maxc := slices.Max(o.concs)
 	client := newClient(maxc)
@@ -161,16 +185,17 @@ func bench(ctx context.Context, o options) error {
 	direct := target{Name: "direct", URL: mockURL + "/chat/completions", check: checkContent(benchOutput, false)}
 	proxied := target{Name: "contractd", URL: cd.api + "/v1/chat/completions", check: checkContent(benchOutput, true)}
 	hop := target{Name: "hop", URL: cd.api + "/r/hop/v1/chat/completions", check: checkContent(benchOutput, false)}
+	bare := target{Name: "bare", URL: bp.url + "/v1/chat/completions", check: checkContent(benchOutput, false)}
 	responses := target{Name: "responses", URL: cd.api + "/v1/responses", check: checkResponse(benchOutput)}
 	respBody := responsesBody("")
 
-	if err := preflight(client, direct, proxied); err != nil {
+	if err := preflight(client, direct, bare, hop, proxied); err != nil {
 		return fmt.Errorf("preflight: %w\ncontractd log:\n%s", err, cd.logTail())
 	}
 	if err := preflightResponses(client, responses); err != nil {
 		return fmt.Errorf("preflight: %w\ncontractd log:\n%s", err, cd.logTail())
 	}
-	fmt.Fprintln(os.Stderr, "preflight ok: direct reply, contractd reply (validated, 1 attempt), contractd SSE stream, 422 on an invalid output, Responses edge reply and 422")
+	fmt.Fprintln(os.Stderr, "preflight ok: direct, bare proxy and passthrough replies, contractd reply (validated, 1 attempt), contractd SSE stream, 422 on an invalid output, Responses edge reply and 422")
 
 	loadBefore := loadAvg()
 	started := time.Now()
@@ -178,9 +203,9 @@ func bench(ctx context.Context, o options) error {
 	edges := map[int][]edgePair{}
 	for r := 0; r < o.runs; r++ {
 		for _, c := range o.concs {
-			order := []target{direct, hop, proxied}
+			order := []target{direct, bare, hop, proxied}
 			if r%2 == 1 {
-				order = []target{proxied, hop, direct}
+				order = []target{proxied, hop, bare, direct}
 			}
 			var cl cell
 			for _, t := range order {
@@ -190,15 +215,26 @@ func bench(ctx context.Context, o options) error {
 				if o.warmup > 0 {
 					run(ctx, client, t, body, c, o.warmup)
 				}
-
-				if t.Name == "direct" {
+				// CPU per request of the process a target runs in.
+				measure := func(pid int, cpuPerReq *time.Duration) stats {
+					cpu0 := cpuTime(pid)
+					st := run(ctx, client, t, body, c, o.duration)
+					if st.Requests > 0 {
+						*cpuPerReq = (cpuTime(pid) - cpu0) / time.Duration(st.Requests)
+					}
+					report(st)
+					return st
+				}
+				switch t.Name {
+				case "direct":
 					cl.direct = run(ctx, client, t, body, c, o.duration)
 					report(cl.direct)
 					continue
-				}
-				if t.Name == "hop" {
-					cl.hop = run(ctx, client, t, body, c, o.duration)
-					report(cl.hop)
+				case "bare":
+					cl.bare = measure(bp.pid(), &cl.bareCPU)
+					continue
+				case "hop":
+					cl.hop = measure(cd.pid(), &cl.hopCPU)
 					continue
 				}
 				hwm := resetPeak(cd.pid())
@@ -246,12 +282,18 @@ func bench(ctx context.Context, o options) error {
 				}
 				edges[c] = append(edges[c], edgePair{chat: chat, resp: resp})
 			}
+			if cl.bareCPU > 0 {
+				cl.cpuRatio = float64(cl.cpuPerReq) / float64(cl.bareCPU)
+				cl.hopRatio = float64(cl.hopCPU) / float64(cl.bareCPU)
+			}
 			results[c] = append(results[c], cl)
 		}
 	}
 	select {
 	case <-cd.exited:
 		return fmt.Errorf("contractd exited during the run: %v\n%s", cd.err, cd.logTail())
+	case <-bp.exited:
+		return fmt.Errorf("the bare proxy exited during the run")
 	default:
 	}
 	lifetimeHWM, _ := procStatus(cd.pid(), "VmHWM")
@@ -271,8 +313,8 @@ func bench(ctx context.Context, o options) error {
 		fmt.Fprintf(os.Stderr, "wrote the results section of %s\n", o.out)
 	}
 	for _, cl := range cells {
-		if cl.direct.Errors > 0 || cl.proxied.Errors > 0 || cl.resp.Errors > 0 {
-			return fmt.Errorf("requests failed during the run (first: %s%s%s)", cl.direct.FirstError, cl.proxied.FirstError, cl.resp.FirstError)
+		if n := cl.direct.Errors + cl.bare.Errors + cl.hop.Errors + cl.proxied.Errors + cl.resp.Errors; n > 0 {
+			return fmt.Errorf("requests failed during the run (first: %s%s%s%s%s)", cl.direct.FirstError, cl.bare.FirstError, cl.hop.FirstError, cl.proxied.FirstError, cl.resp.FirstError)
 		}
 	}
 	return nil
@@ -315,6 +357,13 @@ func median(cs []cell) cell {
 	out.direct.P99 = d(func(c cell) time.Duration { return c.direct.P99 })
 	out.proxied.P99 = d(func(c cell) time.Duration { return c.proxied.P99 })
 	out.cpuPerReq = d(func(c cell) time.Duration { return c.cpuPerReq })
+	out.hopCPU = d(func(c cell) time.Duration { return c.hopCPU })
+	out.bareCPU = d(func(c cell) time.Duration { return c.bareCPU })
+	out.cpuRatio = pick(func(c cell) float64 { return c.cpuRatio })
+	out.hopRatio = pick(func(c cell) float64 { return c.hopRatio })
+	out.bare.RPS = pick(func(c cell) float64 { return c.bare.RPS })
+	out.bare.P50 = d(func(c cell) time.Duration { return c.bare.P50 })
+	out.bare.P99 = d(func(c cell) time.Duration { return c.bare.P99 })
 	out.hop.RPS = pick(func(c cell) float64 { return c.hop.RPS })
 	out.hop.P50 = d(func(c cell) time.Duration { return c.hop.P50 })
 	out.hop.P99 = d(func(c cell) time.Duration { return c.hop.P99 })
@@ -322,17 +371,38 @@ func median(cs []cell) cell {
 	// difference pairs numbers measured side by side.
 	addedP50 := d(func(c cell) time.Duration { return c.proxied.P50 - c.direct.P50 })
 	addedP99 := d(func(c cell) time.Duration { return c.proxied.P99 - c.direct.P99 })
-	out.addedP50, out.addedP99 = &addedP50, &addedP99
+	bareAdded := d(func(c cell) time.Duration { return c.proxied.P50 - c.bare.P50 })
+	out.addedP50, out.addedP99, out.bareAddedP50 = &addedP50, &addedP99, &bareAdded
 	for _, c := range cs[1:] {
 		out.peakRSS = max(out.peakRSS, c.peakRSS)
 		out.direct.Errors += c.direct.Errors
 		out.proxied.Errors += c.proxied.Errors
 		out.hop.Errors += c.hop.Errors
+		out.bare.Errors += c.bare.Errors
 		out.resp.Errors += c.resp.Errors
 		out.direct.Requests += c.direct.Requests
 		out.proxied.Requests += c.proxied.Requests
 	}
 	return out
+}
+
+// bareAdded is the p50 the contract route adds over the bare proxy.
+func (c cell) bareAdded() time.Duration {
+	if c.bareAddedP50 != nil {
+		return *c.bareAddedP50
+	}
+	return c.proxied.P50 - c.bare.P50
+}
+
+// effectiveGOGC is the GOGC contractd runs with.
+func effectiveGOGC(o options) string {
+	if o.gogc != "" {
+		return o.gogc
+	}
+	if g := os.Getenv("GOGC"); g != "" {
+		return g
+	}
+	return "400" // contractd serve's default
 }
 
 func (c cell) added() (p50, p99 time.Duration) {
@@ -372,7 +442,17 @@ func render(o options, cells []cell, binInfo, load0, load1 string, took time.Dur
 	}
 	fmt.Fprintf(&b, "\nErrors: %s. contractd's lifetime peak RSS (VmHWM): %.1f MiB.\n\n", errorsLine(cells), float64(lifetimeHWM)/(1<<20))
 
-	b.WriteString("The floor: the same contractd process on a passthrough route (`/r/hop/…`, httputil.ReverseProxy, no contract work) against the same mock, measured in the same run. \"contract work\" is contractd minus the hop: what validation, prompt injection and the pipeline cost on top of any proxy hop.\n\n")
+	fmt.Fprintf(&b, "The bare proxy: `httputil.ReverseProxy` in a process of its own (this binary with `-bare-proxy`), forwarding to the same mock with no validation, logging or telemetry, GOGC %s like contractd: the floor any Go proxy hop pays. Measured in the same run, interleaved with the other targets. Ratios are CPU time per request over the bare proxy's, the median of each run's own ratio; \"added over bare\" is contractd's p50 minus the bare proxy's, the median of each run's own difference.\n\n", effectiveGOGC(o))
+	b.WriteString("| concurrency | bare req/s | bare p50 | bare CPU/req | passthrough CPU/req | passthrough ÷ bare | contract CPU/req | contract ÷ bare | contract req/s ÷ bare | contract added p50 over bare |\n")
+	b.WriteString("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	for _, c := range cells {
+		fmt.Fprintf(&b, "| %d | %.0f | %.3f ms | %d µs | %d µs | %.2f | %d µs | %.2f | %.2f | %+.3f ms |\n",
+			c.direct.Concurrency, c.bare.RPS, ms(c.bare.P50), c.bareCPU.Microseconds(), c.hopCPU.Microseconds(), c.hopRatio,
+			c.cpuPerReq.Microseconds(), c.cpuRatio, c.proxied.RPS/max(c.bare.RPS, 1), ms(c.bareAdded()))
+	}
+	b.WriteString("\n")
+
+	b.WriteString("contractd's passthrough route (`/r/hop/…`, httputil.ReverseProxy inside contractd, no contract work) against the same mock, measured in the same run. \"contract work\" is the contract route minus the passthrough: what validation, prompt injection and the pipeline cost on top of contractd's own hop.\n\n")
 	b.WriteString("| concurrency | hop req/s | hop p50 | hop added p50 (hop − direct) | hop p99 | contract work p50 (contractd − hop) | contract work p99 |\n")
 	b.WriteString("| ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
 	for _, c := range cells {
@@ -428,6 +508,23 @@ func render(o options, cells []cell, binInfo, load0, load1 string, took time.Dur
 	}
 	fmt.Fprintf(&b, "- Responses edge CPU per request over chat's (median over median), worst concurrency: %.3f at %d (target <= %.2f): %s\n",
 		worstRatio, worst.direct.Concurrency, targetRespRatio, verdict(worstRatio <= targetRespRatio))
+	worstCPU, worstHop := cells[0], cells[0]
+	for _, c := range cells {
+		if c.cpuRatio > worstCPU.cpuRatio {
+			worstCPU = c
+		}
+		if c.hopRatio > worstHop.hopRatio {
+			worstHop = c
+		}
+	}
+	fmt.Fprintf(&b, "- contract route CPU per request over the bare proxy's, worst concurrency: %.2f at %d (target <= %.1f): %s\n",
+		worstCPU.cpuRatio, worstCPU.direct.Concurrency, targetContractCPU, verdict(worstCPU.cpuRatio <= targetContractCPU))
+	fmt.Fprintf(&b, "- passthrough CPU per request over the bare proxy's, worst concurrency: %.2f at %d (target <= %.1f): %s\n",
+		worstHop.hopRatio, worstHop.direct.Concurrency, targetHopCPU, verdict(worstHop.hopRatio <= targetHopCPU))
+	if c, ok := find(1); ok {
+		fmt.Fprintf(&b, "- contract route p50 added over the bare proxy at concurrency 1: %.3f ms (target <= %.2f ms): %s\n",
+			ms(c.bareAdded()), ms(targetBareAddedC1), verdict(c.bareAdded() <= targetBareAddedC1))
+	}
 	if c, ok := find(64); ok {
 		fmt.Fprintf(&b, "- peak RSS at concurrency 64: %.1f MiB (%s; target <= 100 MB): %s\n", float64(c.peakRSS)/(1<<20), c.rssSource, verdict(c.peakRSS <= targetRSS))
 	}
@@ -437,7 +534,7 @@ func render(o options, cells []cell, binInfo, load0, load1 string, took time.Dur
 func errorsLine(cells []cell) string {
 	n := 0
 	for _, c := range cells {
-		n += c.direct.Errors + c.proxied.Errors + c.hop.Errors + c.resp.Errors
+		n += c.direct.Errors + c.bare.Errors + c.proxied.Errors + c.hop.Errors + c.resp.Errors
 	}
 	if n == 0 {
 		return "none"
@@ -477,7 +574,7 @@ func writeSection(path, md string) error {
 // completion directly; through contractd the validated output with one
 // attempt, as JSON and as an SSE stream (read with internal/sse); and a
 // 422 when the mock's output breaks the contract.
-func preflight(client *http.Client, direct, proxied target) error {
+func preflight(client *http.Client, direct, bare, hop, proxied target) error {
 	post := func(url string, body []byte) (*http.Response, []byte, error) {
 		resp, err := client.Post(url, "application/json", bytes.NewReader(body))
 		if err != nil {
@@ -487,7 +584,7 @@ func preflight(client *http.Client, direct, proxied target) error {
 		b, err := io.ReadAll(resp.Body)
 		return resp, b, err
 	}
-	for _, t := range []target{direct, proxied} {
+	for _, t := range []target{direct, bare, hop, proxied} {
 		resp, b, err := post(t.URL, requestBody(""))
 		if err != nil {
 			return fmt.Errorf("%s: %w", t.Name, err)

@@ -101,11 +101,20 @@ func startContractd(bin, dir, upstreamURL, logLevel, gogc string) (*contractd, e
 	if err != nil {
 		return nil, err
 	}
-	cfg := filepath.Join(dir, "contractd.yaml")
+	// The config sits in a directory of its own and the log in another:
+	// contractd watches the config and what it references, and nothing
+	// the run writes belongs beside them.
+	cfgDir, logDir := filepath.Join(dir, "config"), filepath.Join(dir, "logs")
+	for _, d := range []string{cfgDir, logDir} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return nil, err
+		}
+	}
+	cfg := filepath.Join(cfgDir, "contractd.yaml")
 	if err := os.WriteFile(cfg, []byte(configYAML(api, admin, upstreamURL, logLevel)), 0o600); err != nil {
 		return nil, err
 	}
-	logf, err := os.Create(filepath.Join(dir, "contractd.log"))
+	logf, err := os.Create(filepath.Join(logDir, "contractd.log"))
 	if err != nil {
 		return nil, err
 	}
