@@ -36,6 +36,9 @@ const (
 	CodeReviewResolved       = "review_already_resolved"
 	CodeInvalidParameter     = "invalid_parameter"
 	CodeInvalidMessage       = "invalid_message"
+	CodeRequestTimeout       = "request_timeout"
+	CodeServerBusy           = "server_busy"
+	CodeClientClosed         = "client_closed_request"
 )
 
 // APIError is a client-facing error. Message is written for the client and
@@ -49,7 +52,7 @@ type APIError struct {
 	Param      *string
 	Review     *Review
 	Violations []contracts.Violation // approve's verdict
-	RetryAfter int                   // seconds, for 429
+	RetryAfter int                   // seconds: 429, 503 server_busy, 502 after upstream 429s
 	Internal   error
 }
 

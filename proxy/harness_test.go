@@ -104,6 +104,7 @@ type cfg struct {
 	ClassifyTemp   string // classify route temperature, default 0.7
 	Drop           []string
 	IncludeContent bool
+	ServerExtra    string // more server keys, each line "  key: value"
 }
 
 const baseYAML = `
@@ -111,6 +112,7 @@ server:
   max_body_bytes: @MAX_BODY@
   request_timeout: @REQ_TIMEOUT@
   api_keys_env: CONTRACTD_TEST_CLIENT_KEYS
+@SERVER_EXTRA@
 audit:
   sink: none
   include_content: @INCLUDE@
@@ -266,6 +268,7 @@ outer:
 		"@REQ_TIMEOUT@", testkit.Or(c.RequestTimeout, "5s"),
 		"@CLASSIFY_TEMP@", testkit.Or(c.ClassifyTemp, "0.7"),
 		"@INCLUDE@", fmt.Sprint(c.IncludeContent),
+		"@SERVER_EXTRA@", c.ServerExtra,
 	).Replace(b.String())
 }
 

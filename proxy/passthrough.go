@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"compress/gzip"
 	"context"
 	"errors"
 	"io"
@@ -85,6 +86,11 @@ func (s *Server) passthrough(ctx context.Context, w http.ResponseWriter, r *http
 			// chat); ReverseProxy adds the upstream's headers to it, so drop
 			// the upstream's own id rather than send two.
 			resp.Header.Del("X-Request-Id")
+			if resp.StatusCode >= 400 {
+				// An error body may echo what the upstream was sent: the
+				// key (SPEC §15), as contract routes' 502 messages redact.
+				return redactBody(resp, s.Caller.Keys(route.Upstream), bearerToken(r))
+			}
 			return nil
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
@@ -127,6 +133,44 @@ func (s *Server) passthrough(ctx context.Context, w http.ResponseWriter, r *http
 	default:
 		x.finish(ctx, status, audit.OutcomePassthrough, "")
 	}
+}
+
+// maxErrorBody bounds what is read of a relayed upstream error body; the
+// rest is dropped (error bodies are short; this is not the reply budget).
+const maxErrorBody = 1 << 20
+
+// redactBody replaces resp's body by its redacted text: each key given and
+// anything shaped like a key become [redacted]. A gzip body is decoded
+// first (the client's Accept-Encoding is forwarded); a body in another
+// encoding cannot be scanned and is withheld.
+func redactBody(resp *http.Response, keys ...string) error {
+	defer resp.Body.Close()
+	var src io.Reader = resp.Body
+	switch enc := strings.ToLower(strings.TrimSpace(resp.Header.Get("Content-Encoding"))); enc {
+	case "", "identity":
+	case "gzip", "x-gzip":
+		zr, err := gzip.NewReader(resp.Body)
+		if err != nil {
+			src = strings.NewReader("")
+			break
+		}
+		defer zr.Close()
+		src = zr
+	default:
+		src = strings.NewReader(`{"error":{"message":` + string(mustJSON("upstream error body withheld: it could not be checked for secrets (Content-Encoding "+enc+")")) + `,"type":"upstream_error","code":"upstream_error","param":null}}`)
+		resp.Header.Set("Content-Type", "application/json")
+	}
+	b, err := io.ReadAll(io.LimitReader(src, maxErrorBody))
+	if err != nil && len(b) == 0 {
+		return err
+	}
+	msg := string(b)
+	for _, k := range keys {
+		msg = redact(msg, k)
+	}
+	resp.Header.Del("Content-Encoding")
+	resp.Body = io.NopCloser(strings.NewReader(msg))
+	return nil
 }
 
 func itoa(n int) string {

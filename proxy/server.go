@@ -9,8 +9,11 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
+	"net/url"
 	"os"
+	"path"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -99,12 +102,61 @@ func (s *Server) Handler(admin http.Handler) http.Handler {
 		mux.Handle("/metrics", s.requireKey(admin))
 		mux.Handle("/admin/", s.AdminGate(admin, true))
 	}
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("X-Request-Id", newRequestID())
-		writeError(w, &APIError{Status: http.StatusNotFound, Type: typeInvalidRequest, Code: "not_found",
-			Message: "no such endpoint: " + r.Method + " " + r.URL.Path})
+	mux.HandleFunc("/", notFound)
+	return s.exactPaths(mux)
+}
+
+func notFound(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("X-Request-Id", newRequestID())
+	writeError(w, &APIError{Status: http.StatusNotFound, Type: typeInvalidRequest, Code: "not_found",
+		Message: "no such endpoint: " + r.Method + " " + quoteForMessage(r.URL.Path)})
+}
+
+// exactPaths matches paths as sent (SPEC §15). ServeMux would answer a
+// path with "..", "//" or "." segments with a redirect to its cleaned form,
+// which can name another route; such a path under /r/ is an unknown route
+// (404 model_not_found, audited like any chat request), and elsewhere no
+// endpoint. A route segment holding an encoded "/" or naming "." or ".."
+// is an unknown route too.
+func (s *Server) exactPaths(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p := r.URL.Path
+		if clean := path.Clean(p); (clean == p || clean+"/" == p) && (!strings.HasPrefix(p, "/r/") || goodRouteSegment(r)) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		if !strings.HasPrefix(p, "/r/") {
+			notFound(w, r)
+			return
+		}
+		name, _, _ := strings.Cut(p[len("/r/"):], "/")
+		switch {
+		case r.Method == http.MethodPost && strings.HasSuffix(p, "/chat/completions"):
+			s.serveRoute(w, r, chatEdge, name, true)
+		case r.Method == http.MethodPost && strings.HasSuffix(p, "/responses"):
+			s.serveRoute(w, r, responsesEdge, name, true)
+		default:
+			w.Header().Set("X-Request-Id", newRequestID())
+			writeError(w, unknownRoute(name))
+		}
 	})
-	return mux
+}
+
+// goodRouteSegment reports whether /r/{route}/ names a route literally:
+// not "." or "..", and no encoded "/" (which ServeMux would decode into
+// the name).
+func goodRouteSegment(r *http.Request) bool {
+	seg, _, _ := strings.Cut(strings.TrimPrefix(r.URL.EscapedPath(), "/r/"), "/")
+	if strings.Contains(strings.ToLower(seg), "%2f") {
+		return false
+	}
+	name, err := url.PathUnescape(seg)
+	return err == nil && name != "." && name != ".."
+}
+
+func unknownRoute(name string) *APIError {
+	return &APIError{Status: http.StatusNotFound, Type: typeInvalidRequest, Code: CodeModelNotFound,
+		Param: strPtr("model"), Message: "unknown route " + quoteForMessage(name) + "; GET /v1/models lists the routes"}
 }
 
 func (s *Server) requireKey(h http.Handler) http.Handler {
@@ -200,13 +252,19 @@ func (x *exchange) fail(ctx context.Context, w http.ResponseWriter, e *APIError,
 	writeError(w, e)
 }
 
-func (s *Server) chat(w http.ResponseWriter, r *http.Request) { s.serve(w, r, chatEdge) }
+func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
+	s.serveRoute(w, r, chatEdge, r.PathValue("route"), false)
+}
 
-func (s *Server) responses(w http.ResponseWriter, r *http.Request) { s.serve(w, r, responsesEdge) }
+func (s *Server) responses(w http.ResponseWriter, r *http.Request) {
+	s.serveRoute(w, r, responsesEdge, r.PathValue("route"), false)
+}
 
-// serve is every POST edge: the same checks in the same order, then the
-// passthrough relay or the one contract pipeline.
-func (s *Server) serve(w http.ResponseWriter, r *http.Request, e *edge) {
+// serveRoute is every POST edge: the same checks in the same order, then
+// the passthrough relay or the one contract pipeline. pathName is the
+// route named by the path ("": the body's model); badPath says the path
+// cannot name a route, so the request ends at the route check.
+func (s *Server) serveRoute(w http.ResponseWriter, r *http.Request, e *edge, pathName string, badPath bool) {
 	st := s.state.Load()
 	rt := st.rt
 	id := newRequestID()
@@ -240,19 +298,18 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, e *edge) {
 		x.fail(ctx, w, badRequest(CodeInvalidJSON, "", "request body is not a valid JSON object: %s", jsonErr(err)), audit.OutcomeRejected)
 		return
 	}
-	name := r.PathValue("route")
-	if name == "" {
+	name := pathName
+	if name == "" && !badPath {
 		if v, ok := obj.get("model"); ok && v.Kind() == '"' {
 			name = unquoteJSON(v)
 		}
 	}
 	route := rt.Routes[name]
 	x.ev.Route = name
-	if route == nil {
+	if route == nil || badPath {
 		// Unknown names are client-chosen: bound what reaches the audit and logs.
 		x.ev.Route = truncate(name, 128)
-		x.fail(ctx, w, &APIError{Status: http.StatusNotFound, Type: typeInvalidRequest, Code: CodeModelNotFound,
-			Param: strPtr("model"), Message: "unknown route " + quoteForMessage(name) + "; GET /v1/models lists the routes"}, audit.OutcomeRejected)
+		x.fail(ctx, w, unknownRoute(name), audit.OutcomeRejected)
 		return
 	}
 	if route.Passthrough {
@@ -298,9 +355,21 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, *API
 		if errors.As(err, &mbe) {
 			return nil, tooLarge
 		}
-		return nil, badRequest(CodeInvalidJSON, "", "could not read the request body")
+		return nil, bodyReadError(err)
 	}
 	return b, nil
+}
+
+// bodyReadError is the answer to a body that could not be read: 408 when
+// body_read_timeout passed with the client still there, else the client
+// left mid-upload (499, audited; nobody reads the reply).
+func bodyReadError(err error) *APIError {
+	var ne net.Error
+	if errors.Is(err, os.ErrDeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()) {
+		return &APIError{Status: http.StatusRequestTimeout, Type: typeInvalidRequest, Code: CodeRequestTimeout,
+			Message: "the request body was not received within the server's body_read_timeout"}
+	}
+	return &APIError{Status: 499, Type: typeInvalidRequest, Code: CodeClientClosed, Message: "client closed the request"}
 }
 
 func unquoteJSON(v []byte) string {

@@ -32,6 +32,9 @@ type UpstreamError struct {
 	Status  int  // upstream HTTP status, 0 for transport failures
 	Timeout bool // per-call timeout or request deadline
 	Reason  string
+	// RetryAfter is the upstream's Retry-After on its last 429, passed on
+	// to the client's 502 (SPEC §15) so it backs off as the provider asked.
+	RetryAfter time.Duration
 }
 
 func (e *UpstreamError) Error() string {
@@ -51,7 +54,11 @@ func (e *UpstreamError) apiError(up string) *APIError {
 	if e.Status != 0 {
 		msg = fmt.Sprintf("upstream %q answered HTTP %d: %s", up, e.Status, e.Reason)
 	}
-	return &APIError{Status: http.StatusBadGateway, Type: typeUpstream, Code: CodeUpstreamError, Message: msg, Internal: e}
+	ae := &APIError{Status: http.StatusBadGateway, Type: typeUpstream, Code: CodeUpstreamError, Message: msg, Internal: e}
+	if e.Status == http.StatusTooManyRequests && e.RetryAfter > 0 {
+		ae.RetryAfter = int((e.RetryAfter + time.Second - 1) / time.Second)
+	}
+	return ae
 }
 
 // Completion is an upstream chat completion we could read.
@@ -103,6 +110,9 @@ func (c *Caller) Call(ctx context.Context, u *config.Upstream, body []byte, hdr 
 			return comp, nil
 		}
 		last = uerr
+		if uerr.Status == http.StatusTooManyRequests {
+			uerr.RetryAfter = retryAfter
+		}
 		retryable := uerr.Timeout || uerr.Status == 0 || uerr.Status == 429 || uerr.Status >= 500
 		if uerr.Status == -1 { // a 200 that is not a chat completion: not retried
 			uerr.Status = http.StatusOK
