@@ -420,42 +420,10 @@ func (s *SQLite) List(ctx context.Context, f Filter) ([]*Item, string, error) {
 	if err := CheckFilter(&f); err != nil {
 		return nil, "", err
 	}
-	var where []string
-	var args []any
-	from := `reviews r`
-	col := func(c string) string { return "r." + c }
-	if f.Rule != "" {
-		// Drive the query from the rule index, newest first.
-		from = `review_rules x JOIN reviews r ON r.id = x.review_id`
-		where = append(where, `x.rule = ?`)
-		args = append(args, f.Rule)
+	q, args, err := listQuery(f)
+	if err != nil {
+		return nil, "", err
 	}
-	if f.Status != "" {
-		where = append(where, col("status")+` = ?`)
-		args = append(args, string(f.Status))
-	}
-	if f.Route != "" {
-		where = append(where, col("route")+` = ?`)
-		args = append(args, f.Route)
-	}
-	if f.Contract != "" {
-		where = append(where, col("contract_name")+` = ?`)
-		args = append(args, f.Contract)
-	}
-	if f.Cursor != "" {
-		ns, id, err := decodeCursor(f.Cursor)
-		if err != nil {
-			return nil, "", err
-		}
-		where = append(where, `(r.created_ns < ? OR (r.created_ns = ? AND r.id < ?))`)
-		args = append(args, ns, ns, id)
-	}
-	q := `SELECT r.` + strings.ReplaceAll(itemColumns, ", ", ", r.") + ` FROM ` + from
-	if len(where) > 0 {
-		q += ` WHERE ` + strings.Join(where, ` AND `)
-	}
-	q += ` ORDER BY r.created_ns DESC, r.id DESC LIMIT ?`
-	args = append(args, f.Limit+1)
 	rows, err := s.db.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, "", err
@@ -479,6 +447,53 @@ func (s *SQLite) List(ctx context.Context, f Filter) ([]*Item, string, error) {
 		next = encodeCursor(last.CreatedAt.UnixNano(), last.ID)
 	}
 	return items, next, nil
+}
+
+// listQuery is List's SQL for a checked filter: every combination of
+// filters is served by an index in newest-first order (TestSQLiteListPlans).
+func listQuery(f Filter) (string, []any, error) {
+	var where []string
+	var args []any
+	from := `reviews r`
+	// order names the columns the newest-first order and the cursor use.
+	order := [2]string{"r.created_ns", "r.id"}
+	col := func(c string) string { return "r." + c }
+	if f.Rule != "" {
+		// Drive the query from the rule index in its own order (CROSS JOIN
+		// keeps SQLite from starting at reviews); x's created_ns and
+		// review_id equal r's, but only x's order comes without a sort.
+		from = `review_rules x CROSS JOIN reviews r ON r.id = x.review_id`
+		order = [2]string{"x.created_ns", "x.review_id"}
+		where = append(where, `x.rule = ?`)
+		args = append(args, f.Rule)
+	}
+	if f.Status != "" {
+		where = append(where, col("status")+` = ?`)
+		args = append(args, string(f.Status))
+	}
+	if f.Route != "" {
+		where = append(where, col("route")+` = ?`)
+		args = append(args, f.Route)
+	}
+	if f.Contract != "" {
+		where = append(where, col("contract_name")+` = ?`)
+		args = append(args, f.Contract)
+	}
+	if f.Cursor != "" {
+		ns, id, err := decodeCursor(f.Cursor)
+		if err != nil {
+			return "", nil, err
+		}
+		where = append(where, `(`+order[0]+` < ? OR (`+order[0]+` = ? AND `+order[1]+` < ?))`)
+		args = append(args, ns, ns, id)
+	}
+	q := `SELECT r.` + strings.ReplaceAll(itemColumns, ", ", ", r.") + ` FROM ` + from
+	if len(where) > 0 {
+		q += ` WHERE ` + strings.Join(where, ` AND `)
+	}
+	q += ` ORDER BY ` + order[0] + ` DESC, ` + order[1] + ` DESC LIMIT ?`
+	args = append(args, f.Limit+1)
+	return q, args, nil
 }
 
 func (s *SQLite) Resolve(ctx context.Context, id string, r Resolve) (*Item, error) {
@@ -581,6 +596,27 @@ func (s *SQLite) AppendAttempts(ctx context.Context, id string, atts []Attempt) 
 }
 
 func (s *SQLite) Export(ctx context.Context, f ExportFilter, fn func(*Item) error) error {
+	q, args := exportQuery(f)
+	rows, err := s.db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		it, err := scanItem(rows, false)
+		if err != nil {
+			return err
+		}
+		if err := fn(it); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
+}
+
+// exportQuery is Export's SQL. With a status (export is for resolved
+// items) it reads one index in its order (TestSQLiteListPlans).
+func exportQuery(f ExportFilter) (string, []any) {
 	var where []string
 	var args []any
 	if f.Status != "" {
@@ -600,21 +636,7 @@ func (s *SQLite) Export(ctx context.Context, f ExportFilter, fn func(*Item) erro
 		q += ` WHERE ` + strings.Join(where, ` AND `)
 	}
 	q += ` ORDER BY COALESCE(resolved_ns, created_ns) DESC, id DESC`
-	rows, err := s.db.QueryContext(ctx, q, args...)
-	if err != nil {
-		return err
-	}
-	defer rows.Close()
-	for rows.Next() {
-		it, err := scanItem(rows, false)
-		if err != nil {
-			return err
-		}
-		if err := fn(it); err != nil {
-			return err
-		}
-	}
-	return rows.Err()
+	return q, args
 }
 
 func (s *SQLite) Pending(ctx context.Context) (map[string]int, error) {
@@ -638,7 +660,7 @@ func (s *SQLite) Pending(ctx context.Context) (map[string]int, error) {
 func (s *SQLite) DeleteResolvedBefore(ctx context.Context, t time.Time) (int, error) {
 	total := 0
 	for _, st := range []Status{StatusApproved, StatusRejected} {
-		res, err := s.w.ExecContext(ctx, `DELETE FROM reviews WHERE status = ? AND resolved_ns < ?`, string(st), t.UnixNano())
+		res, err := s.w.ExecContext(ctx, `DELETE FROM reviews WHERE status = ? AND COALESCE(resolved_ns, created_ns) < ?`, string(st), t.UnixNano())
 		if err != nil {
 			return total, err
 		}

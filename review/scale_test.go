@@ -1,0 +1,242 @@
+package review
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// populate writes n items straight into the tables, the way years of
+// needs_review answers would leave them: 8 routes, 5 contracts, 10 %
+// pending, one or two violation rules per item, one second apart.
+func populate(tb testing.TB, s *SQLite, n int, base time.Time) {
+	tb.Helper()
+	ctx := context.Background()
+	b := base.UnixNano()
+	stmts := []string{
+		fmt.Sprintf(`INSERT INTO reviews (id, status, created_ns, resolved_ns, route, prompt_name, prompt_sha,
+			contract_name, contract_sha, key_id, input, request, attempts, resolution)
+		WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i+1 FROM n WHERE i < %d)
+		SELECT printf('it%%09d', i),
+			CASE WHEN i %% 10 = 0 THEN 'pending' WHEN i %% 10 < 7 THEN 'approved' ELSE 'rejected' END,
+			%d + i * 1000000000,
+			CASE WHEN i %% 10 = 0 THEN NULL ELSE %d + i * 1000000000 + 60000000000 END,
+			'route-' || (i %% 8), 'prompt', 'psha', 'contract-' || (i %% 5), 'csha', 'key000000000',
+			'{"subject":"Broken window","body":"My window broke in the storm."}', '{}',
+			'[{"attempt":1,"temperature":0.2,"shortened":false,"finish_reason":"stop","usage":{"prompt_tokens":10,"completion_tokens":5,"total_tokens":15},"violations":[{"path":"/label","rule":"canonical_labels","message":"not a label"}],"output_sha256":"x","output":"{\"label\":\"Windows\"}"}]',
+			CASE WHEN i %% 10 = 0 THEN NULL ELSE '{"by":"reviewer","reviewer":"ana","note":"","output":{"label":"window"}}' END
+		FROM n`, n-1, b, b),
+		`INSERT INTO review_rules (review_id, rule, created_ns)
+		SELECT id, 'rule-' || (created_ns / 1000000000 % 6), created_ns FROM reviews`,
+		`INSERT OR IGNORE INTO review_rules (review_id, rule, created_ns)
+		SELECT id, 'rule-' || (created_ns / 1000000000 % 7), created_ns FROM reviews WHERE created_ns / 1000000000 % 3 = 0`,
+		`ANALYZE`,
+	}
+	for _, q := range stmts {
+		if _, err := s.w.ExecContext(ctx, q); err != nil {
+			tb.Fatalf("populate: %v", err)
+		}
+	}
+}
+
+// listFilters is every combination of List's filters a reviewer can send.
+func listFilters() map[string]Filter {
+	out := map[string]Filter{}
+	for _, st := range []Status{"", StatusPending, StatusApproved} {
+		for _, route := range []string{"", "route-3"} {
+			for _, contract := range []string{"", "contract-2"} {
+				for _, rule := range []string{"", "rule-4"} {
+					f := Filter{Status: st, Route: route, Contract: contract, Rule: rule, Limit: DefaultLimit}
+					var name []string
+					for _, p := range [][2]string{{"status", string(st)}, {"route", route}, {"contract", contract}, {"rule", rule}} {
+						if p[1] != "" {
+							name = append(name, p[0])
+						}
+					}
+					if len(name) == 0 {
+						name = []string{"none"}
+					}
+					if st == StatusApproved {
+						name[0] = "approved-" + name[0]
+					}
+					out[strings.Join(name, "+")] = f
+				}
+			}
+		}
+	}
+	return out
+}
+
+// Every filter combination is answered from an index in the list's order:
+// no scan of the whole table and no sort of the matching rows (which at a
+// million items is the difference between a millisecond and seconds).
+func TestSQLiteListPlans(t *testing.T) {
+	s, err := OpenSQLite(context.Background(), filepath.Join(t.TempDir(), "reviews.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	populate(t, s, 5000, time.Now().Add(-24*time.Hour))
+	for name, f := range listFilters() {
+		for _, page := range []string{"first", "next"} {
+			t.Run(name+"/"+page, func(t *testing.T) {
+				if page == "next" {
+					f.Cursor = encodeCursor(time.Now().Add(-12*time.Hour).UnixNano(), "it000002000")
+				}
+				q, args, err := listQuery(f)
+				if err != nil {
+					t.Fatal(err)
+				}
+				plan := explain(t, s.db, q, args)
+				if strings.Contains(plan, "TEMP B-TREE") {
+					t.Errorf("sorts the matches:\n%s", plan)
+				}
+				for _, line := range strings.Split(plan, "\n") {
+					if strings.HasPrefix(strings.TrimSpace(line), "SCAN") && !strings.Contains(line, "INDEX") {
+						t.Errorf("scans a table without an index:\n%s", plan)
+					}
+				}
+			})
+		}
+	}
+}
+
+// Export, retention and the pending gauge read indexes too.
+func TestSQLiteOtherPlans(t *testing.T) {
+	s, err := OpenSQLite(context.Background(), filepath.Join(t.TempDir(), "reviews.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	populate(t, s, 5000, time.Now().Add(-24*time.Hour))
+	since := time.Now().Add(-time.Hour)
+	type query struct {
+		q    string
+		args []any
+	}
+	cases := map[string]query{
+		"pending":   {`SELECT route, count(*) FROM reviews WHERE status = ? GROUP BY route`, []any{"pending"}},
+		"retention": {`SELECT id FROM reviews WHERE status = ? AND COALESCE(resolved_ns, created_ns) < ?`, []any{"approved", since.UnixNano()}},
+	}
+	for _, f := range []ExportFilter{
+		{Status: StatusApproved},
+		{Status: StatusApproved, Since: since},
+		{Status: StatusApproved, Route: "route-3", Since: since},
+	} {
+		q, args := exportQuery(f)
+		cases[fmt.Sprintf("export/route=%q,since=%v", f.Route, !f.Since.IsZero())] = query{q, args}
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			plan := explain(t, s.db, c.q, c.args)
+			if strings.Contains(plan, "TEMP B-TREE FOR ORDER BY") {
+				t.Errorf("sorts the matches:\n%s", plan)
+			}
+			for _, line := range strings.Split(plan, "\n") {
+				if strings.HasPrefix(strings.TrimSpace(line), "SCAN") && !strings.Contains(line, "INDEX") {
+					t.Errorf("scans a table without an index:\n%s", plan)
+				}
+			}
+		})
+	}
+}
+
+func explain(t *testing.T, db *sql.DB, q string, args []any) string {
+	t.Helper()
+	rows, err := db.Query(`EXPLAIN QUERY PLAN `+q, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var b strings.Builder
+	for rows.Next() {
+		var id, parent, notused int
+		var detail string
+		if err := rows.Scan(&id, &parent, &notused, &detail); err != nil {
+			t.Fatal(err)
+		}
+		b.WriteString(detail + "\n")
+	}
+	return b.String()
+}
+
+// BenchmarkSQLiteList1M lists the first and a later page of every filter
+// combination from a store holding a million items (built once, about a
+// minute; CONTRACTD_BENCH_REVIEWS_DB keeps the file between runs).
+//
+//	go test -run '^$' -bench SQLiteList1M -benchtime 200x ./review/
+func BenchmarkSQLiteList1M(b *testing.B) {
+	const n = 1_000_000
+	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	file := os.Getenv("CONTRACTD_BENCH_REVIEWS_DB")
+	if file == "" {
+		file = filepath.Join(b.TempDir(), "reviews.db")
+	}
+	_, statErr := os.Stat(file)
+	s, err := OpenSQLite(context.Background(), file)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	if statErr != nil {
+		start := time.Now()
+		populate(b, s, n, base)
+		b.Logf("populated %d items in %v", n, time.Since(start).Round(time.Millisecond))
+	}
+	var count int
+	if err := s.db.QueryRow(`SELECT count(*) FROM reviews`).Scan(&count); err != nil || count != n {
+		b.Fatalf("store holds %d items (%v), want %d", count, err, n)
+	}
+	ctx := context.Background()
+	names := []string{"none", "status", "route", "contract", "rule", "status+route", "status+rule", "route+rule", "status+route+contract+rule", "approved-status+route"}
+	all := listFilters()
+	for _, name := range names {
+		f, ok := all[name]
+		if !ok {
+			b.Fatalf("no filter %s", name)
+		}
+		for _, page := range []string{"first", "page100"} {
+			b.Run(name+"/"+page, func(b *testing.B) {
+				if page == "page100" {
+					// A cursor 100 pages into the matches.
+					g := f
+					g.Limit = MaxLimit
+					for range 10 {
+						_, next, err := s.List(ctx, g)
+						if err != nil || next == "" {
+							b.Fatalf("paging: %v", err)
+						}
+						g.Cursor = next
+					}
+					f.Cursor = g.Cursor
+				}
+				b.ResetTimer()
+				for range b.N {
+					items, _, err := s.List(ctx, f)
+					if err != nil || len(items) != f.Limit {
+						b.Fatalf("%d items, %v", len(items), err)
+					}
+				}
+			})
+		}
+	}
+	b.Run("pending-counts", func(b *testing.B) {
+		for range b.N {
+			if _, err := s.Pending(ctx); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("get", func(b *testing.B) {
+		for i := range b.N {
+			if _, err := s.Get(ctx, fmt.Sprintf("it%09d", (i*7919)%n)); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
