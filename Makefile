@@ -7,7 +7,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.version=$(VERSION)
 FUZZTIME ?= 20s
 
-.PHONY: all build test test-go test-e2e vet bench bench-engine bench-review fuzz demo run clean deps
+.PHONY: all build test test-go test-e2e vet bench bench-engine bench-review fuzz demo run clean deps deps-test
 
 all: build
 
@@ -26,7 +26,12 @@ vet: deps
 # fake-upstream, binary end-to-end), then the SDK end-to-end tests.
 test: vet build test-go test-e2e
 
-test-go:
+# What the Go tests need on the machine: headless Chromium for the reviewer
+# page tests (installed from Debian's package when missing).
+deps-test:
+	@scripts/chromium.sh
+
+test-go: deps-test
 	$(GO) test -race -count=1 -timeout 15m ./...
 
 test-e2e: build

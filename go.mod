@@ -3,6 +3,8 @@ module github.com/contractd/contractd
 go 1.26.5
 
 require (
+	github.com/chromedp/cdproto v0.159.0
+	github.com/chromedp/chromedp v0.23.0
 	github.com/dlclark/regexp2 v1.10.0
 	github.com/fsnotify/fsnotify v1.9.0
 	github.com/go-json-experiment/json v0.0.0-20260820222146-c27c302e5fc3

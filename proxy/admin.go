@@ -4,9 +4,15 @@ import (
 	"net/http"
 	"strings"
 	"sync/atomic"
+
+	"github.com/contractd/contractd/review/web"
 )
 
-// Admin serves /healthz, /readyz and /metrics. Ready turns false while
+// reviewPage is the reviewer page; it holds no data, so it needs no key.
+var reviewPage = web.Handler()
+
+// Admin serves /healthz, /readyz, /metrics and the reviewer page
+// (/review/, no key: it holds no data). Ready turns false while
 // draining so load balancers stop sending before the listener closes.
 type Admin struct {
 	Metrics http.Handler // nil: /metrics answers 404
@@ -39,6 +45,10 @@ func (a *Admin) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		a.Metrics.ServeHTTP(w, r)
 	default:
+		if r.URL.Path == "/review" || strings.HasPrefix(r.URL.Path, web.Prefix) {
+			reviewPage.ServeHTTP(w, r)
+			return
+		}
 		if a.Reviews != nil && strings.HasPrefix(r.URL.Path, "/admin/") {
 			a.Reviews.ServeHTTP(w, r)
 			return

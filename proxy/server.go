@@ -101,6 +101,8 @@ func (s *Server) Handler(admin http.Handler) http.Handler {
 		mux.Handle("GET /readyz", admin)
 		mux.Handle("/metrics", s.requireKey(admin))
 		mux.Handle("/admin/", s.AdminGate(admin, true))
+		mux.Handle("/review/", admin) // the page; its API calls go to /admin/
+		mux.Handle("GET /review", admin)
 	}
 	mux.HandleFunc("/", notFound)
 	return s.exactPaths(mux)
