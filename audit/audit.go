@@ -184,3 +184,64 @@ type nopSink struct{}
 
 func (nopSink) Write(*Event) error { return nil }
 func (nopSink) Close() error       { return nil }
+
+// Switch is a Sink whose destination a config reload can change. Writes
+// hold a read lock, so Reopen closes the old sink only once no write is
+// using it: no line is cut or lost by a reload.
+type Switch struct {
+	mu         sync.RWMutex
+	cur        Sink
+	sink, path string
+}
+
+// NewSwitch opens the sink a config names behind a Switch.
+func NewSwitch(sink, path string) (*Switch, error) {
+	cur, err := New(sink, path)
+	if err != nil {
+		return nil, err
+	}
+	return &Switch{cur: cur, sink: sink, path: path}, nil
+}
+
+// Reopen points the switch at sink and path when they differ from the
+// current ones (changed reports whether they did). On error the current
+// sink stays.
+func (s *Switch) Reopen(sink, path string) (changed bool, err error) {
+	s.mu.RLock()
+	same := s.sink == sink && (sink != "file" || s.path == path)
+	s.mu.RUnlock()
+	if same {
+		return false, nil
+	}
+	next, err := New(sink, path)
+	if err != nil {
+		return false, err
+	}
+	s.mu.Lock()
+	old := s.cur
+	s.cur, s.sink, s.path = next, sink, path
+	s.mu.Unlock()
+	return true, old.Close()
+}
+
+func (s *Switch) Write(ev *Event) error {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.cur.Write(ev)
+}
+
+// WriteResolved passes review_resolved lines to sinks that take them.
+func (s *Switch) WriteResolved(ev *ResolvedEvent) error {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if rw, ok := s.cur.(ResolvedWriter); ok {
+		return rw.WriteResolved(ev)
+	}
+	return nil
+}
+
+func (s *Switch) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cur.Close()
+}

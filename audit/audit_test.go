@@ -362,3 +362,90 @@ func BenchmarkFileSinkWrite(b *testing.B) {
 		}
 	}
 }
+
+// TestSwitchReopen: writers keep writing while the switch moves from one
+// file to another and to none: every event written before the move to
+// none is in exactly one of the files, whole; an unchanged target does not
+// reopen; a bad target keeps the current sink.
+func TestSwitchReopen(t *testing.T) {
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "a.jsonl"), filepath.Join(dir, "b.jsonl")
+	s, err := audit.NewSwitch("file", a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if changed, err := s.Reopen("file", a); changed || err != nil {
+		t.Fatalf("same target: changed %v, %v", changed, err)
+	}
+	if _, err := s.Reopen("file", filepath.Join(dir, "missing", "x.jsonl")); err == nil {
+		t.Fatal("a file in a missing directory opened")
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	written := map[string]bool{}
+	stop := make(chan struct{})
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				id := fmt.Sprintf("req_%d_%d", g, i)
+				if err := s.Write(sample(id)); err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				written[id] = true
+				mu.Unlock()
+			}
+		}()
+	}
+	time.Sleep(20 * time.Millisecond)
+	if changed, err := s.Reopen("file", b); !changed || err != nil {
+		t.Fatalf("to b: changed %v, %v", changed, err)
+	}
+	time.Sleep(20 * time.Millisecond)
+	close(stop)
+	wg.Wait()
+	if _, err := s.Reopen("none", ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Write(sample("after")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]int{}
+	perFile := map[string]int{}
+	for _, p := range []string{a, b} {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range bytes.Split(bytes.TrimSuffix(data, []byte("\n")), []byte("\n")) {
+			var ev audit.Event
+			if err := json.Unmarshal(line, &ev); err != nil {
+				t.Fatalf("%s: torn line %q: %v", p, line, err)
+			}
+			seen[ev.RequestID]++
+			perFile[p]++
+		}
+	}
+	if perFile[a] == 0 || perFile[b] == 0 {
+		t.Errorf("lines per file %v: want both files used", perFile)
+	}
+	for id := range written {
+		if seen[id] != 1 {
+			t.Errorf("%s is in the files %d times", id, seen[id])
+		}
+	}
+	if len(seen) != len(written) {
+		t.Errorf("%d lines in the files, %d written", len(seen), len(written))
+	}
+}

@@ -69,6 +69,7 @@ type options struct {
 	out              string
 	logLevel         string
 	gogc             string
+	logBesideConfig  bool
 }
 
 func main() {
@@ -88,6 +89,7 @@ func mainErr() int {
 	flag.BoolVar(&o.rebuild, "build", false, "always build contractd from this tree into a temp dir")
 	flag.StringVar(&o.out, "out", "", "also write the results section into this markdown file (e.g. docs/benchmarks.md)")
 	flag.StringVar(&o.logLevel, "log-level", "info", "contractd's server.log_level for the run")
+	flag.BoolVar(&o.logBesideConfig, "log-beside-config", false, "write contractd's log into the config's directory (measures what that costs)")
 	flag.StringVar(&o.gogc, "gogc", "", "GOGC for the contractd process only (default: inherited)")
 	flag.Parse()
 	if bareUpstream != "" {
@@ -165,7 +167,7 @@ func bench(ctx context.Context, o options) error {
 	} else if st, err := os.Stat(bin); err == nil {
 		binInfo = fmt.Sprintf("%s (built %s)", bin, st.ModTime().Format(time.RFC3339))
 	}
-	cd, err := startContractd(bin, tmp, mockURL, o.logLevel, o.gogc)
+	cd, err := startContractd(bin, tmp, mockURL, o.logLevel, o.gogc, o.logBesideConfig)
 	if err != nil {
 		return err
 	}

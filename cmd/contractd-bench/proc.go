@@ -92,7 +92,7 @@ func moduleRoot() (string, error) {
 
 // startContractd writes the config and starts bin serve on free ports,
 // waiting until /readyz answers.
-func startContractd(bin, dir, upstreamURL, logLevel, gogc string) (*contractd, error) {
+func startContractd(bin, dir, upstreamURL, logLevel, gogc string, logBesideConfig bool) (*contractd, error) {
 	api, err := freeAddr()
 	if err != nil {
 		return nil, err
@@ -105,6 +105,9 @@ func startContractd(bin, dir, upstreamURL, logLevel, gogc string) (*contractd, e
 	// contractd watches the config and what it references, and nothing
 	// the run writes belongs beside them.
 	cfgDir, logDir := filepath.Join(dir, "config"), filepath.Join(dir, "logs")
+	if logBesideConfig { // to measure what a log beside the config costs
+		logDir = cfgDir
+	}
 	for _, d := range []string{cfgDir, logDir} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return nil, err

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"log/slog"
 	"strings"
 	"testing"
 )
@@ -23,7 +24,9 @@ func TestNewLoggerLevels(t *testing.T) {
 		t.Setenv("CONTRACTD_LOG_LEVEL", tt.env)
 		t.Setenv("CONTRACTD_LOG_FORMAT", "")
 		var buf bytes.Buffer
-		l := newLogger(&buf, tt.config)
+		lv := new(slog.LevelVar)
+		setLevel(lv, tt.config)
+		l := newLogger(&buf, lv)
 		l.Debug("d")
 		l.Info("i")
 		out := buf.String()

@@ -10,7 +10,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"path/filepath"
+	"reflect"
 	"runtime/debug"
 	"strings"
 	"sync"
@@ -19,10 +19,10 @@ import (
 
 	"github.com/contractd/contractd/audit"
 	"github.com/contractd/contractd/config"
+	"github.com/contractd/contractd/internal/filewatch"
 	"github.com/contractd/contractd/proxy"
 	"github.com/contractd/contractd/retry"
 	"github.com/contractd/contractd/review"
-	"github.com/fsnotify/fsnotify"
 )
 
 func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -36,11 +36,13 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintf(stderr, "contractd serve: %v\n", err)
 		return exitProblem
 	}
-	logger := newLogger(stderr, rt.Server.LogLevel)
+	level := new(slog.LevelVar)
+	setLevel(level, rt.Server.LogLevel)
+	logger := newLogger(stderr, level)
 	for _, w := range rt.Warnings {
 		logger.Warn("config warning", "location", w.Location(), "message", w.Message)
 	}
-	if err := serve(ctx, path, rt, logger); err != nil {
+	if err := serve(ctx, path, rt, logger, level); err != nil {
 		logger.Error("serve failed", "error", err.Error())
 		return exitProblem
 	}
@@ -87,17 +89,24 @@ func openReviews(ctx context.Context, rt *config.Runtime, logger *slog.Logger) (
 	return q, nil
 }
 
-func newLogger(w io.Writer, level string) *slog.Logger {
+// newLogger logs at level, which a reload may change.
+func newLogger(w io.Writer, level *slog.LevelVar) *slog.Logger {
+	var h slog.Handler = slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level})
+	if os.Getenv("CONTRACTD_LOG_FORMAT") == "text" {
+		h = slog.NewTextHandler(w, &slog.HandlerOptions{Level: level})
+	}
+	return slog.New(h)
+}
+
+// setLevel sets lv to server.log_level, or to CONTRACTD_LOG_LEVEL, which
+// overrides the config.
+func setLevel(lv *slog.LevelVar, level string) {
 	if env := os.Getenv("CONTRACTD_LOG_LEVEL"); env != "" {
 		level = env
 	}
-	var lv slog.Level
-	_ = lv.UnmarshalText([]byte(strings.ToUpper(orDefault(level, "info"))))
-	var h slog.Handler = slog.NewJSONHandler(w, &slog.HandlerOptions{Level: lv})
-	if os.Getenv("CONTRACTD_LOG_FORMAT") == "text" {
-		h = slog.NewTextHandler(w, &slog.HandlerOptions{Level: lv})
-	}
-	return slog.New(h)
+	var l slog.Level
+	_ = l.UnmarshalText([]byte(strings.ToUpper(orDefault(level, "info"))))
+	lv.Set(l)
 }
 
 func orDefault(s, d string) string {
@@ -114,11 +123,11 @@ func orDefault(s, d string) string {
 // environment take precedence.
 const defaultGCPercent = 400
 
-func serve(ctx context.Context, path string, rt *config.Runtime, logger *slog.Logger) error {
+func serve(ctx context.Context, path string, rt *config.Runtime, logger *slog.Logger, level *slog.LevelVar) error {
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(defaultGCPercent)
 	}
-	sink, err := audit.New(rt.Audit.Sink, rt.Audit.Path)
+	sink, err := audit.NewSwitch(rt.Audit.Sink, rt.Audit.Path)
 	if err != nil {
 		return err
 	}
@@ -225,7 +234,7 @@ func serve(ctx context.Context, path string, rt *config.Runtime, logger *slog.Lo
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		watchReload(rctx, rw, path, srv, tel, logger)
+		watchReload(rctx, rw, path, live{srv: srv, audit: sink, level: level}, tel, logger)
 	}()
 
 	select {
@@ -270,93 +279,31 @@ func newHTTPServer(h http.Handler, rt *config.Runtime) *http.Server {
 // reloadWatch is what triggers a reload: SIGHUP and config file changes.
 type reloadWatch struct {
 	hup     chan os.Signal
-	changed chan struct{}
-	w       *fsnotify.Watcher // nil when watching failed (SIGHUP still works)
-	logger  *slog.Logger
-
-	mu    sync.Mutex
-	files map[string]map[string]bool // watched directory -> file names that trigger
+	changed <-chan struct{}
+	w       *filewatch.Watcher // nil when watching failed (SIGHUP still works)
 }
 
 // newReloadWatch catches SIGHUP and starts watching the files rt was built
 // from (the config and its schema files); both are in place when it returns.
-//
-// The watch is on each file's directory, not on viper's WatchConfig: viper
-// stops watching for good when the file is removed, and editors and deploy
-// tools save by remove-and-recreate or rename. Kubernetes ConfigMaps swap a
-// "..data" symlink in the same directory, so those names count too.
+// Only those files count, however they are replaced (see filewatch): a log
+// or audit file kept beside the config costs the watch nothing.
 func newReloadWatch(rt *config.Runtime, logger *slog.Logger) *reloadWatch {
-	rw := &reloadWatch{hup: make(chan os.Signal, 1), changed: make(chan struct{}, 1), logger: logger,
-		files: map[string]map[string]bool{}}
+	rw := &reloadWatch{hup: make(chan os.Signal, 1)}
 	signal.Notify(rw.hup, syscall.SIGHUP)
-	w, err := fsnotify.NewWatcher()
+	w, err := filewatch.New(rt.Files)
 	if err != nil {
 		logger.Warn("config file watch disabled; SIGHUP still reloads", "error", err.Error())
 		return rw
 	}
-	rw.w = w
-	rw.track(rt.Files)
-	go func() {
-		for {
-			select {
-			case ev, ok := <-w.Events:
-				if !ok {
-					return
-				}
-				if ev.Op == fsnotify.Chmod || !rw.matches(ev.Name) {
-					continue
-				}
-				select {
-				case rw.changed <- struct{}{}:
-				default:
-				}
-			case err, ok := <-w.Errors:
-				if !ok {
-					return
-				}
-				logger.Warn("config file watch error", "error", err.Error())
-			}
-		}
-	}()
+	rw.w, rw.changed = w, w.C
 	return rw
 }
 
-// track watches the directories of files, so a reload that adds a schema
-// file also watches it. Directories no longer needed stay watched (their
-// events are filtered out), which keeps a reload from racing the watcher.
+// track follows the files a reloaded config was built from.
 func (rw *reloadWatch) track(files []string) {
-	if rw.w == nil {
-		return
+	if rw.w != nil {
+		rw.w.Set(files)
 	}
-	rw.mu.Lock()
-	defer rw.mu.Unlock()
-	next := map[string]map[string]bool{}
-	for _, f := range files {
-		dir, base := filepath.Dir(f), filepath.Base(f)
-		if next[dir] == nil {
-			next[dir] = map[string]bool{}
-		}
-		next[dir][base] = true
-		if _, watched := rw.files[dir]; !watched {
-			if err := rw.w.Add(dir); err != nil {
-				rw.logger.Warn("cannot watch a config directory; SIGHUP still reloads", "dir", dir, "error", err.Error())
-			}
-		}
-	}
-	for dir := range rw.files {
-		if next[dir] == nil {
-			next[dir] = map[string]bool{} // still watched, nothing triggers
-		}
-	}
-	rw.files = next
-}
-
-func (rw *reloadWatch) matches(path string) bool {
-	dir, base := filepath.Dir(path), filepath.Base(path)
-	rw.mu.Lock()
-	defer rw.mu.Unlock()
-	names, ok := rw.files[dir]
-	return ok && (names[base] || (len(names) > 0 && strings.HasPrefix(base, "..")))
 }
 
 // Close stops the SIGHUP registration and the file watch.
@@ -367,13 +314,44 @@ func (rw *reloadWatch) Close() {
 	}
 }
 
+// live is what a reload changes besides the Runtime the server swaps in:
+// the audit destination and the log level.
+type live struct {
+	srv   *proxy.Server
+	audit *audit.Switch
+	level *slog.LevelVar
+}
+
+// restartOnly names the settings that changed between old and next but
+// apply only when contractd restarts (docs/config.md lists them).
+func restartOnly(old, next *config.Runtime) []string {
+	var keys []string
+	if old.Server.Listen != next.Server.Listen {
+		keys = append(keys, "server.listen")
+	}
+	if old.Server.AdminListen != next.Server.AdminListen {
+		keys = append(keys, "server.admin_listen")
+	}
+	if !reflect.DeepEqual(old.Review, next.Review) {
+		o, n := old.Review, next.Review
+		o.DedupeWindow, n.DedupeWindow = 0, 0 // read per request
+		if !reflect.DeepEqual(o, n) {
+			keys = append(keys, "review")
+		}
+	}
+	return keys
+}
+
 // watchReload reloads on SIGHUP at once and on config file changes
 // (debounced), swapping in the new Runtime only when it is valid.
-func watchReload(ctx context.Context, rw *reloadWatch, path string, srv *proxy.Server, tel reloadCounter, logger *slog.Logger) {
+func watchReload(ctx context.Context, rw *reloadWatch, path string, l live, tel reloadCounter, logger *slog.Logger) {
 	hup, changed := rw.hup, rw.changed
 	var debounce <-chan time.Time
 	reload := func(trigger string) {
 		rt, err := loadServable(path)
+		if err == nil {
+			_, err = l.audit.Reopen(rt.Audit.Sink, rt.Audit.Path)
+		}
 		if err != nil {
 			tel.ConfigReload(false)
 			var ce *config.Error
@@ -386,14 +364,14 @@ func watchReload(ctx context.Context, rw *reloadWatch, path string, srv *proxy.S
 			}
 			return
 		}
-		old := srv.Runtime()
-		if rt.Server.Listen != old.Server.Listen || rt.Server.AdminListen != old.Server.AdminListen {
-			logger.Warn("listen addresses change only on restart", "listen", old.Server.Listen)
+		if keys := restartOnly(l.srv.Runtime(), rt); len(keys) > 0 {
+			logger.Warn("these settings changed but apply only on restart", "keys", keys)
 		}
-		srv.Swap(rt)
+		l.srv.Swap(rt)
 		rw.track(rt.Files)
 		tel.ConfigReload(true)
 		logger.Info("config reloaded", "trigger", trigger, "sha256", rt.SHA256, "routes", len(rt.Routes))
+		setLevel(l.level, rt.Server.LogLevel) // after the line above, which a higher level would hide
 	}
 	for {
 		select {

@@ -1,0 +1,177 @@
+package filewatch
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+func write(t *testing.T, path, s string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(s), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitChange waits for a signal on C, then for quiet (the tail of the same
+// change), so the next step starts from nothing pending.
+func waitChange(t *testing.T, w *Watcher, what string) {
+	t.Helper()
+	select {
+	case <-w.C:
+	case <-time.After(5 * time.Second):
+		t.Fatalf("%s: no change reported", what)
+	}
+	drain(w)
+}
+
+func drain(w *Watcher) {
+	for {
+		select {
+		case <-w.C:
+		case <-time.After(150 * time.Millisecond):
+			return
+		}
+	}
+}
+
+func noChange(t *testing.T, w *Watcher, what string) {
+	t.Helper()
+	select {
+	case <-w.C:
+		t.Fatalf("%s: a change was reported", what)
+	case <-time.After(300 * time.Millisecond):
+	}
+}
+
+// TestReplacements: every way a config gets replaced is seen, one after the
+// other on the same watcher, for a config and a schema file in another
+// directory.
+func TestReplacements(t *testing.T) {
+	root := t.TempDir()
+	dir, schemas := filepath.Join(root, "etc"), filepath.Join(root, "schemas")
+	must(t, os.Mkdir(dir, 0o700))
+	must(t, os.Mkdir(schemas, 0o700))
+	cfg, schema := filepath.Join(dir, "contractd.yaml"), filepath.Join(schemas, "s.json")
+	write(t, cfg, "v: 1\n")
+	write(t, schema, "{}")
+	w, err := New([]string{cfg, schema})
+	must(t, err)
+	defer w.Close()
+
+	steps := []struct {
+		name string
+		do   func()
+	}{
+		{"write in place", func() { write(t, cfg, "v: 2\n") }},
+		{"append in place", func() {
+			f, err := os.OpenFile(cfg, os.O_WRONLY|os.O_APPEND, 0)
+			must(t, err)
+			_, _ = f.WriteString("# more\n")
+			must(t, f.Close())
+		}},
+		{"atomic rename over", func() {
+			write(t, filepath.Join(dir, ".contractd.yaml.tmp"), "v: 3\n")
+			must(t, os.Rename(filepath.Join(dir, ".contractd.yaml.tmp"), cfg))
+		}},
+		{"write after the rename (the new inode is watched)", func() { write(t, cfg, "v: 4\n") }},
+		{"remove", func() { must(t, os.Remove(cfg)) }},
+		{"create again", func() { write(t, cfg, "v: 5\n") }},
+		{"backup rename and new file (vim)", func() {
+			must(t, os.Rename(cfg, cfg+"~"))
+			write(t, cfg, "v: 6\n")
+			must(t, os.Remove(cfg+"~"))
+		}},
+		{"symlink swapped in", func() {
+			write(t, filepath.Join(dir, "real-7.yaml"), "v: 7\n")
+			must(t, os.Symlink("real-7.yaml", filepath.Join(dir, "link.tmp")))
+			must(t, os.Rename(filepath.Join(dir, "link.tmp"), cfg))
+		}},
+		{"symlink retargeted (the old target stays)", func() {
+			write(t, filepath.Join(dir, "real-8.yaml"), "v: 8\n")
+			must(t, os.Symlink("real-8.yaml", filepath.Join(dir, "link.tmp")))
+			must(t, os.Rename(filepath.Join(dir, "link.tmp"), cfg))
+		}},
+		{"the current target written", func() { write(t, filepath.Join(dir, "real-8.yaml"), "v: 9\n") }},
+		{"schema in another directory", func() { write(t, schema, `{"type":"object"}`) }},
+		{"schema replaced by rename", func() {
+			write(t, filepath.Join(schemas, "s.json.new"), `{"type":"array"}`)
+			must(t, os.Rename(filepath.Join(schemas, "s.json.new"), schema))
+		}},
+	}
+	for _, s := range steps {
+		s.do()
+		waitChange(t, w, s.name)
+	}
+	// The old symlink target is no longer the config: writing it is no change.
+	write(t, filepath.Join(dir, "real-7.yaml"), "v: old\n")
+	noChange(t, w, "the former symlink target")
+}
+
+// TestConfigMap: a Kubernetes ConfigMap volume (name -> ..data/name, ..data
+// -> ..<timestamp>), updated the way the kubelet does it.
+func TestConfigMap(t *testing.T) {
+	dir := t.TempDir()
+	version := func(n int) string {
+		ts := fmt.Sprintf("..2026_11_25_03_%02d_00.%d", n, n)
+		must(t, os.Mkdir(filepath.Join(dir, ts), 0o755))
+		write(t, filepath.Join(dir, ts, "contractd.yaml"), fmt.Sprintf("v: %d\n", n))
+		return ts
+	}
+	old := version(1)
+	must(t, os.Symlink(old, filepath.Join(dir, "..data")))
+	cfg := filepath.Join(dir, "contractd.yaml")
+	must(t, os.Symlink(filepath.Join("..data", "contractd.yaml"), cfg))
+	w, err := New([]string{cfg})
+	must(t, err)
+	defer w.Close()
+	for n := 2; n <= 4; n++ {
+		ts := version(n)
+		must(t, os.Symlink(ts, filepath.Join(dir, "..data_tmp")))
+		must(t, os.Rename(filepath.Join(dir, "..data_tmp"), filepath.Join(dir, "..data")))
+		must(t, os.RemoveAll(filepath.Join(dir, old)))
+		old = ts
+		waitChange(t, w, fmt.Sprintf("ConfigMap update %d", n))
+		b, err := os.ReadFile(cfg)
+		must(t, err)
+		if string(b) != fmt.Sprintf("v: %d\n", n) {
+			t.Fatalf("config reads %q after update %d", b, n)
+		}
+	}
+}
+
+// TestUnrelatedFiles: a thousand other files written in the config's
+// directory, and a log appended to beside it, report no change.
+func TestUnrelatedFiles(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "contractd.yaml")
+	write(t, cfg, "v: 1\n")
+	w, err := New([]string{cfg})
+	must(t, err)
+	defer w.Close()
+	for i := range 1000 {
+		write(t, filepath.Join(dir, fmt.Sprintf("other-%04d.json", i)), `{"n":1}`)
+	}
+	log, err := os.OpenFile(filepath.Join(dir, "contractd.log"), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	must(t, err)
+	defer log.Close()
+	for range 1000 {
+		_, _ = log.WriteString(`{"level":"INFO","msg":"request"}` + "\n")
+	}
+	noChange(t, w, "unrelated files")
+	if n := w.Changes.Load(); n != 0 {
+		t.Fatalf("%d changes counted for unrelated files", n)
+	}
+	// Still watching.
+	write(t, cfg, "v: 2\n")
+	waitChange(t, w, "the config after the unrelated files")
+}
