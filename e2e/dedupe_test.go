@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -15,24 +16,7 @@ import (
 func TestDedupeRealBinary(t *testing.T) {
 	up := newUpstream(t, byModel)
 	d := startDaemon(t, writeConfig(t, t.TempDir(), renderConfig(cfgOpts{upstream: up.URL()})), baseEnv())
-	body := []byte(`{"model":"review-always-bad","messages":[{"role":"user","content":"{\"text\":\"The soup was cold.\"}"}]}`)
-	post := func() (*http.Response, map[string]any) {
-		req, _ := http.NewRequest("POST", d.BaseURL()+"/chat/completions", bytes.NewReader(body))
-		req.Header.Set("Authorization", "Bearer "+clientKey)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		var e struct {
-			Error map[string]any `json:"error"`
-		}
-		b, _ := io.ReadAll(resp.Body)
-		if resp.StatusCode != 422 || json.Unmarshal(b, &e) != nil {
-			t.Fatalf("%d %s", resp.StatusCode, b)
-		}
-		return resp, e.Error
-	}
+	post := func() (*http.Response, map[string]any) { return postDedupe(t, d) }
 	r1, e1 := post()
 	calls := len(up.Requests())
 	r2, e2 := post()
@@ -66,4 +50,55 @@ func TestDedupeRealBinary(t *testing.T) {
 	if !bytes.Contains(b, []byte("contractd_dedupe_entries 1\n")) || !bytes.Contains(b, []byte("contractd_dedupe_evictions_total 0\n")) {
 		t.Fatalf("metrics:\n%s", b)
 	}
+}
+
+const dedupeBody = `{"model":"review-always-bad","messages":[{"role":"user","content":"{\"text\":\"The soup was cold.\"}"}]}`
+
+// postDedupe sends dedupeBody and returns the 422's headers and error object.
+func postDedupe(t *testing.T, d *daemon) (*http.Response, map[string]any) {
+	t.Helper()
+	req, _ := http.NewRequest("POST", d.BaseURL()+"/chat/completions", bytes.NewReader([]byte(dedupeBody)))
+	req.Header.Set("Authorization", "Bearer "+clientKey)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var e struct {
+		Error map[string]any `json:"error"`
+	}
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 422 || json.Unmarshal(b, &e) != nil {
+		t.Fatalf("%d %s", resp.StatusCode, b)
+	}
+	return resp, e.Error
+}
+
+// Two processes sharing one review store are two replicas: a repeat on the
+// other one gets the same 422 without an upstream call, and so does a
+// repeat after both were killed with -9 and one restarted (the window is
+// in the store, not in a process).
+func TestDedupeAcrossProcesses(t *testing.T) {
+	up := newUpstream(t, byModel)
+	cfg := writeConfig(t, t.TempDir(), renderConfig(cfgOpts{upstream: up.URL()}))
+	a := startDaemon(t, cfg, baseEnv())
+	b := startDaemon(t, cfg, baseEnv())
+	_, e1 := postDedupe(t, a)
+	id := e1["review"].(map[string]any)["id"].(string)
+	check := func(d *daemon, who string) {
+		t.Helper()
+		r, e := postDedupe(t, d)
+		if e["review"].(map[string]any)["id"] != id || e["message"] != e1["message"] || r.Header.Get("X-Contract-Deduplicated") != "true" {
+			t.Fatalf("%s answered %v %v", who, r.Header, e)
+		}
+		if n := len(up.Requests()); n != 2 {
+			t.Fatalf("%s: upstream calls %d, want 2 (one run on the first process)", who, n)
+		}
+	}
+	check(b, "the second process")
+	a.signal(syscall.SIGKILL)
+	b.signal(syscall.SIGKILL)
+	<-a.done
+	<-b.done
+	check(startDaemon(t, cfg, baseEnv()), "a process started after kill -9")
 }

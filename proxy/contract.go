@@ -15,6 +15,7 @@ import (
 	"github.com/contractd/contractd/audit"
 	"github.com/contractd/contractd/config"
 	"github.com/contractd/contractd/contracts"
+	"github.com/contractd/contractd/review"
 )
 
 func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
@@ -60,8 +61,10 @@ func (s *Server) contract(ctx context.Context, w http.ResponseWriter, r *http.Re
 	}
 	window := x.st.rt.Review.DedupeWindow
 	var keep func(*APIError, time.Duration)
+	var dkey dedupeKey
 	if window > 0 {
-		hit, release, err := s.dedupe.acquire(ctx, newDedupeKey(x.keySum, x.edge.api, route.Name, x.body, route.Prompt.SHA256, k.SHA256))
+		dkey = newDedupeKey(x.keySum, x.edge.api, route.Name, x.body, route.Prompt.SHA256, k.SHA256)
+		hit, release, err := s.dedupe.acquire(ctx, dkey)
 		switch {
 		case err != nil:
 			we, outcome := waitError(r)
@@ -70,6 +73,16 @@ func (s *Server) contract(ctx context.Context, w http.ResponseWriter, r *http.Re
 		case hit != nil:
 			x.deduplicated(ctx, w, hit)
 			return
+		}
+		// The second level: a verdict another replica (or this one before
+		// a restart) stored. Identical requests here wait on this lookup
+		// like on a run.
+		if q := s.Reviews; q != nil {
+			if hit, until := q.findDedupe(ctx, dkey); hit != nil {
+				release(hit, time.Until(until))
+				x.deduplicated(ctx, w, hit)
+				return
+			}
 		}
 		keep = release
 		defer release(nil, 0) // nothing to keep unless kept below (release runs once)
@@ -93,7 +106,14 @@ func (s *Server) contract(ctx context.Context, w http.ResponseWriter, r *http.Re
 		if rv := aerr.Review; rv != nil && outcome == audit.OutcomeNeedsReview {
 			rv.URL = "/v1/reviews/" + rv.ID
 			if q := s.Reviews; q != nil {
-				rv.Stored = q.save(ctx, x.reviewItem(p, v, rv, x.body))
+				it := x.reviewItem(p, v, rv, x.body)
+				if keep != nil {
+					// The answer as the client gets it once the item is
+					// durable (stored, or spooled and moved in later).
+					rv.Stored = true
+					it.Dedupe = &review.Dedupe{Key: dkey.String(), Until: time.Now().Add(window), Answer: aerr.body()}
+				}
+				rv.Stored = q.save(ctx, it)
 			}
 			if keep != nil {
 				keep(aerr, window)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
+	"encoding/hex"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -19,6 +20,9 @@ const DedupeMaxEntries = 10000
 // bytes, and the prompt and contract hashes, so a reload that changes the
 // contract or the prompt never serves a verdict made under the old one.
 type dedupeKey [sha256.Size]byte
+
+// String is the key's hex form, the review store's dedupe key.
+func (k dedupeKey) String() string { return hex.EncodeToString(k[:]) }
 
 func newDedupeKey(clientKey, api, route string, body []byte, promptSHA, contractSHA string) dedupeKey {
 	h := sha256.New()

@@ -120,6 +120,25 @@ func writeError(w http.ResponseWriter, e *APIError) {
 		h.Set("X-Should-Retry", "false")
 	}
 	w.WriteHeader(e.Status)
+	_, _ = w.Write(append(e.body(), '\n'))
+}
+
+// body is the envelope's JSON.
+func (e *APIError) body() []byte {
 	b, _ := json.Marshal(errorBody{Error: errorObject{Message: e.Message, Type: e.Type, Code: e.Code, Param: e.Param, Review: e.Review, Violations: e.Violations}})
-	_, _ = w.Write(append(b, '\n'))
+	return b
+}
+
+// parseNeedsReview reads back a 422 body written by body (a review
+// store's dedupe answer).
+func parseNeedsReview(b []byte) (*APIError, error) {
+	var eb errorBody
+	if err := json.Unmarshal(b, &eb); err != nil {
+		return nil, err
+	}
+	o := eb.Error
+	if o.Type != typeNeedsReview || o.Review == nil {
+		return nil, fmt.Errorf("not a needs_review body")
+	}
+	return &APIError{Status: http.StatusUnprocessableEntity, Type: o.Type, Code: o.Code, Message: o.Message, Param: o.Param, Review: o.Review}, nil
 }

@@ -1,0 +1,163 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/contractd/contractd/audit"
+	"github.com/contractd/contractd/internal/testkit"
+	"github.com/contractd/contractd/review"
+)
+
+// lookupFaultStore fails FindDedupe while fail is set.
+type lookupFaultStore struct {
+	review.Store
+	fail atomic.Bool
+}
+
+func (f *lookupFaultStore) FindDedupe(ctx context.Context, key string, now time.Time) (string, *review.Dedupe, error) {
+	if f.fail.Load() {
+		return "", nil, errors.New("connection refused (injected)")
+	}
+	return f.Store.FindDedupe(ctx, key, now)
+}
+
+// replica is one Server with its own store handle on a shared file, as two
+// processes sharing a review store are.
+func replica(t *testing.T, up *fakeUpstream, file string) (*harness, *lookupFaultStore, *lockedBuf) {
+	t.Helper()
+	h := newHarnessOn(t, up, cfg{})
+	st, err := review.OpenSQLite(context.Background(), file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs := &lookupFaultStore{Store: st}
+	t.Cleanup(func() { st.Close() })
+	logs := &lockedBuf{}
+	log := slog.New(slog.NewJSONHandler(logs, nil))
+	h.srv.Reviews = NewReviewQueue(context.Background(), func(context.Context) (review.Store, error) { return fs, nil },
+		filepath.Join(filepath.Dir(file), "review-spool.jsonl"), log)
+	return h, fs, logs
+}
+
+// A repeat on another replica sharing the review store gets the same 422
+// (same review, same body) without an upstream call; what is not the same
+// request (another key, another contract after a reload) runs.
+func TestDedupeAcrossReplicas(t *testing.T) {
+	up := newFakeUpstream(t, always(invalidAnswer))
+	file := filepath.Join(t.TempDir(), "reviews.db")
+	a, _, _ := replica(t, up, file)
+	b, _, _ := replica(t, up, file)
+
+	first := a.post("", failBody)
+	id := reviewID(t, first)
+	if rv := first.errorObj()["review"].(map[string]any); rv["stored"] != true {
+		t.Fatalf("review %v", rv)
+	}
+	second := b.post("", failBody)
+	if got := reviewID(t, second); got != id {
+		t.Fatalf("replica b: review %s, want %s", got, id)
+	}
+	if up.Hits() != 2 {
+		t.Fatalf("upstream hits %d, want 2 (one run on replica a)", up.Hits())
+	}
+	if !bytes.Equal(first.Body, second.Body) {
+		t.Errorf("bodies differ:\n%s\n%s", first.Body, second.Body)
+	}
+	for k, want := range map[string]string{"X-Contract-Deduplicated": "true", "X-Should-Retry": "false", "X-Contract-Route": "free", "X-Contract-Attempts": "2"} {
+		if got := second.Header.Get(k); got != want {
+			t.Errorf("%s %q, want %q", k, got, want)
+		}
+	}
+	ev := b.sink.waitEvent(t, wantRequestID(t, second))
+	if ev.Outcome != audit.OutcomeNeedsReview || !ev.Deduplicated || ev.ReviewID != id || len(ev.Attempts) != 0 {
+		t.Errorf("audit on b %+v", ev)
+	}
+	// Replica b now holds it in memory too: the first level answers.
+	if e, _ := b.srv.DedupeStats(); e != 1 {
+		t.Errorf("replica b memory entries %d, want 1", e)
+	}
+
+	if r := b.post("", failBody, "Authorization: Bearer client-key-2"); reviewID(t, r) == id {
+		t.Error("another client key was served the verdict")
+	}
+	changed := strings.Replace(configYAML(up.URL(), cfg{}), "forbidden-word", "other-word", 1)
+	c := testkit.LoadRuntime(t, filepath.Join("testdata", "contractd.yaml"), changed)
+	bb, _, _ := replica(t, up, file)
+	bb.srv.Swap(c)
+	hits := up.Hits()
+	if r := bb.post("", failBody); reviewID(t, r) == id || r.Header.Get("X-Contract-Deduplicated") != "" || up.Hits() != hits+2 {
+		t.Fatalf("after the contract changed: deduplicated, upstream hits %d", up.Hits()-hits)
+	}
+}
+
+// The store's window is the verdict's: once it ends, no replica serves it.
+func TestDedupeStoreWindowEnds(t *testing.T) {
+	up := newFakeUpstream(t, always(invalidAnswer))
+	file := filepath.Join(t.TempDir(), "reviews.db")
+	a, _, _ := replica(t, up, file)
+	b, _, _ := replica(t, up, file)
+	rt := *a.rt
+	rt.Review.DedupeWindow = 300 * time.Millisecond
+	a.srv.Swap(&rt)
+	id := reviewID(t, a.post("", failBody))
+	if got := reviewID(t, b.post("", failBody)); got != id {
+		t.Fatalf("inside the window: %s, want %s", got, id)
+	}
+	time.Sleep(400 * time.Millisecond)
+	// b's own memory copy expires with the stored window, not b's 60 s.
+	if r := b.post("", failBody); reviewID(t, r) == id || up.Hits() != 4 {
+		t.Fatalf("after the window: deduplicated, upstream hits %d", up.Hits())
+	}
+}
+
+// A store that cannot answer the lookup does not fail the request: it
+// runs, and the failure is logged once, not per request.
+func TestDedupeStoreLookupFails(t *testing.T) {
+	up := newFakeUpstream(t, always(invalidAnswer))
+	file := filepath.Join(t.TempDir(), "reviews.db")
+	a, _, _ := replica(t, up, file)
+	b, bs, logs := replica(t, up, file)
+	bs.fail.Store(true)
+	id := reviewID(t, a.post("", failBody))
+	for i := 0; i < 3; i++ {
+		r := b.post("", failBody, "Authorization: Bearer client-key-2")
+		reviewID(t, r)
+	}
+	r := b.post("", failBody)
+	if got := reviewID(t, r); got == id {
+		t.Fatal("served a verdict the store could not give")
+	}
+	if n := strings.Count(logs.String(), "dedupe lookup failed"); n != 1 {
+		t.Fatalf("%d lookup warnings, want 1:\n%s", n, logs.String())
+	}
+	if strings.Contains(logs.String(), clientKey) {
+		t.Fatal("a client key in the log")
+	}
+}
+
+// lockedBuf is a log destination tests can read while handlers write.
+type lockedBuf struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *lockedBuf) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *lockedBuf) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}
