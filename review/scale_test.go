@@ -13,7 +13,8 @@ import (
 
 // populate writes n items straight into the tables, the way years of
 // needs_review answers would leave them: 8 routes, 5 contracts, 10 %
-// pending, one or two violation rules per item, one second apart.
+// pending, one or two violation rules per item, one second apart; the
+// fields are spread by multiplicative hashes so no two filters correlate.
 func populate(tb testing.TB, s *SQLite, n int, base time.Time) {
 	tb.Helper()
 	ctx := context.Background()
@@ -26,15 +27,15 @@ func populate(tb testing.TB, s *SQLite, n int, base time.Time) {
 			CASE WHEN i %% 10 = 0 THEN 'pending' WHEN i %% 10 < 7 THEN 'approved' ELSE 'rejected' END,
 			%d + i * 1000000000,
 			CASE WHEN i %% 10 = 0 THEN NULL ELSE %d + i * 1000000000 + 60000000000 END,
-			'route-' || (i %% 8), 'prompt', 'psha', 'contract-' || (i %% 5), 'csha', 'key000000000',
+			'route-' || ((i * 2654435761 >> 7) %% 8), 'prompt', 'psha', 'contract-' || ((i * 40503 >> 5) %% 5), 'csha', 'key000000000',
 			'{"subject":"Broken window","body":"My window broke in the storm."}', '{}',
 			'[{"attempt":1,"temperature":0.2,"shortened":false,"finish_reason":"stop","usage":{"prompt_tokens":10,"completion_tokens":5,"total_tokens":15},"violations":[{"path":"/label","rule":"canonical_labels","message":"not a label"}],"output_sha256":"x","output":"{\"label\":\"Windows\"}"}]',
 			CASE WHEN i %% 10 = 0 THEN NULL ELSE '{"by":"reviewer","reviewer":"ana","note":"","output":{"label":"window"}}' END
 		FROM n`, n-1, b, b),
-		`INSERT INTO review_rules (review_id, rule, created_ns)
-		SELECT id, 'rule-' || (created_ns / 1000000000 % 6), created_ns FROM reviews`,
-		`INSERT OR IGNORE INTO review_rules (review_id, rule, created_ns)
-		SELECT id, 'rule-' || (created_ns / 1000000000 % 7), created_ns FROM reviews WHERE created_ns / 1000000000 % 3 = 0`,
+		`INSERT INTO review_rules (review_id, rule, created_ns, status, route, contract_name)
+		SELECT id, 'rule-' || ((created_ns / 1000000000 * 69069 >> 3) % 6), created_ns, status, route, contract_name FROM reviews`,
+		`INSERT OR IGNORE INTO review_rules (review_id, rule, created_ns, status, route, contract_name)
+		SELECT id, 'rule-' || ((created_ns / 1000000000 * 48271 >> 4) % 7), created_ns, status, route, contract_name FROM reviews WHERE created_ns / 1000000000 % 3 = 0`,
 		`ANALYZE`,
 	}
 	for _, q := range stmts {
@@ -206,19 +207,24 @@ func BenchmarkSQLiteList1M(b *testing.B) {
 					// A cursor 100 pages into the matches.
 					g := f
 					g.Limit = MaxLimit
+					// A cursor 5,000 matches in (or at the last full page
+					// when fewer match).
 					for range 10 {
-						_, next, err := s.List(ctx, g)
-						if err != nil || next == "" {
+						items, next, err := s.List(ctx, g)
+						if err != nil {
 							b.Fatalf("paging: %v", err)
 						}
+						if next == "" || len(items) < g.Limit {
+							break
+						}
+						f.Cursor = g.Cursor
 						g.Cursor = next
 					}
-					f.Cursor = g.Cursor
 				}
 				b.ResetTimer()
 				for range b.N {
 					items, _, err := s.List(ctx, f)
-					if err != nil || len(items) != f.Limit {
+					if err != nil || len(items) == 0 {
 						b.Fatalf("%d items, %v", len(items), err)
 					}
 				}

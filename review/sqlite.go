@@ -200,7 +200,7 @@ const (
 	sqlInsertItem = `INSERT INTO reviews (id, status, created_ns, route, prompt_name, prompt_sha,
 		contract_name, contract_sha, key_id, input, request, attempts, dedupe_key, dedupe_until_ns, dedupe_answer)
 		VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT (id) DO NOTHING`
-	sqlInsertRule = `INSERT INTO review_rules (review_id, rule, created_ns) VALUES (?,?,?) ON CONFLICT DO NOTHING`
+	sqlInsertRule = `INSERT INTO review_rules (review_id, rule, created_ns, status, route, contract_name) VALUES (?,?,?,'pending',?,?) ON CONFLICT DO NOTHING`
 )
 
 type createReq struct {
@@ -332,7 +332,7 @@ func (s *SQLite) insert(ctx context.Context, tx *sql.Tx, it *Item, webhook bool)
 	}
 	ins := tx.StmtContext(ctx, s.insRule)
 	for _, r := range it.Rules() {
-		if _, err := ins.ExecContext(ctx, it.ID, r, created); err != nil {
+		if _, err := ins.ExecContext(ctx, it.ID, r, created, it.Route, it.Contract.Name); err != nil {
 			return false, err
 		}
 	}
@@ -462,8 +462,10 @@ func listQuery(f Filter) (string, []any, error) {
 		// Drive the query from the rule index in its own order (CROSS JOIN
 		// keeps SQLite from starting at reviews); x's created_ns and
 		// review_id equal r's, but only x's order comes without a sort.
+		// The other filters read x's copies, so only matches touch r.
 		from = `review_rules x CROSS JOIN reviews r ON r.id = x.review_id`
 		order = [2]string{"x.created_ns", "x.review_id"}
+		col = func(c string) string { return "x." + c }
 		where = append(where, `x.rule = ?`)
 		args = append(args, f.Rule)
 	}
@@ -523,6 +525,9 @@ func (s *SQLite) Resolve(ctx context.Context, id string, r Resolve) (*Item, erro
 	if n, _ := out.RowsAffected(); n == 0 {
 		return nil, missingOrResolved(ctx, tx, id)
 	}
+	if _, err := tx.ExecContext(ctx, `UPDATE review_rules SET status = ? WHERE review_id = ?`, string(r.Status), id); err != nil {
+		return nil, err
+	}
 	it, err := getItem(ctx, tx, id)
 	if err != nil {
 		return nil, err
@@ -547,9 +552,9 @@ func missingOrResolved(ctx context.Context, tx *sql.Tx, id string) error {
 }
 
 func (s *SQLite) appendTx(ctx context.Context, tx *sql.Tx, id string, atts []Attempt) (*Item, error) {
-	var status, cur string
+	var status, cur, route, contract string
 	var created int64
-	err := tx.QueryRowContext(ctx, `SELECT status, attempts, created_ns FROM reviews WHERE id = ?`, id).Scan(&status, &cur, &created)
+	err := tx.QueryRowContext(ctx, `SELECT status, attempts, created_ns, route, contract_name FROM reviews WHERE id = ?`, id).Scan(&status, &cur, &created, &route, &contract)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, ErrNotFound
 	}
@@ -575,7 +580,7 @@ func (s *SQLite) appendTx(ctx context.Context, tx *sql.Tx, id string, atts []Att
 		return nil, ErrAlreadyResolved
 	}
 	for _, r := range rulesOf(atts, seen) {
-		if _, err := tx.ExecContext(ctx, `INSERT INTO review_rules (review_id, rule, created_ns) VALUES (?,?,?) ON CONFLICT DO NOTHING`, id, r, created); err != nil {
+		if _, err := tx.ExecContext(ctx, sqlInsertRule, id, r, created, route, contract); err != nil {
 			return nil, err
 		}
 	}

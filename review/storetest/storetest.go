@@ -201,6 +201,9 @@ var behaviours = []struct {
 			{review.Filter{Rule: "label"}, []string{"b1", "a2"}},
 			{review.Filter{Rule: "label", Route: "b"}, []string{"b1"}},
 			{review.Filter{Rule: "required", Status: review.StatusPending}, []string{"a1"}},
+			{review.Filter{Rule: "required", Status: review.StatusApproved}, []string{"b2"}},
+			{review.Filter{Rule: "required", Status: review.StatusApproved, Route: "b", Contract: "k_b"}, []string{"b2"}},
+			{review.Filter{Rule: "required", Contract: "k_a"}, []string{"a1"}},
 			{review.Filter{Rule: "nope"}, []string{}},
 			{review.Filter{Rule: "label", Limit: 1}, []string{"b1"}},
 		} {
@@ -275,8 +278,17 @@ var behaviours = []struct {
 		items, _, err := s.List(ctx(), review.Filter{Rule: "questions"})
 		must(t, err)
 		eq(t, "rule", ids(items), []string{"r1"})
+		items, _, err = s.List(ctx(), review.Filter{Rule: "questions", Route: "a", Contract: "k_a", Status: review.StatusPending})
+		must(t, err)
+		eq(t, "appended rule with the other filters", ids(items), []string{"r1"})
 		_, err = s.Resolve(ctx(), "r1", approve(base))
 		must(t, err)
+		items, _, err = s.List(ctx(), review.Filter{Rule: "questions", Status: review.StatusPending})
+		must(t, err)
+		eq(t, "resolved item leaves the pending rule list", ids(items), []string{})
+		items, _, err = s.List(ctx(), review.Filter{Rule: "questions", Status: review.StatusApproved})
+		must(t, err)
+		eq(t, "resolved item in the approved rule list", ids(items), []string{"r1"})
 		if _, err := s.AppendAttempts(ctx(), "r1", extra); !errors.Is(err, review.ErrAlreadyResolved) {
 			t.Fatalf("append after resolve: %v", err)
 		}
