@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -233,5 +234,38 @@ func TestReviewStoreUnwritableAtRuntime(t *testing.T) {
 	}
 	if d.exited() {
 		t.Fatal("contractd died")
+	}
+}
+
+// The binary serves the reviewer page from its embedded files on the admin
+// listener, without a key and with its CSP; the API listener does not.
+func TestReviewPageServedByBinary(t *testing.T) {
+	up := newUpstream(t, byModel)
+	cfg := writeConfig(t, t.TempDir(), renderConfig(cfgOpts{upstream: up.URL()}))
+	d := startDaemon(t, cfg, baseEnv())
+	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	defer client.CloseIdleConnections()
+	get := func(url string) (*http.Response, string) {
+		t.Helper()
+		resp, err := client.Get(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp, string(b)
+	}
+	for path, want := range map[string]string{"/review/": "<title>contractd", "/review/app.js": `"use strict"`, "/review/style.css": ":root"} {
+		resp, body := get("http://" + d.Admin + path)
+		if resp.StatusCode != 200 || !strings.Contains(body, want) ||
+			!strings.HasPrefix(resp.Header.Get("Content-Security-Policy"), "default-src 'self'") {
+			t.Fatalf("%s: %d %v %.60q", path, resp.StatusCode, resp.Header, body)
+		}
+	}
+	if resp, _ := get("http://" + d.Admin + "/review"); resp.StatusCode != 301 || resp.Header.Get("Location") != "/review/" {
+		t.Fatalf("/review: %d %q", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	if resp, _ := get("http://" + d.API + "/review/"); resp.StatusCode != 404 {
+		t.Fatalf("API listener /review/: %d", resp.StatusCode)
 	}
 }

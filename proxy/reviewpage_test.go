@@ -601,3 +601,114 @@ func jsonEq(a json.RawMessage, b string) bool {
 	yb, _ := json.Marshal(y)
 	return string(xb) == string(yb)
 }
+
+func TestReviewPageRerun(t *testing.T) {
+	defer noLeaks(t)()
+	ps := newPageSite(t)
+	defer ps.close()
+	other := ps.needsReview(classifyReq)
+	id := ps.needsReview(classifyReq)
+	b := newBrowser(t)
+	defer b.cancel()
+	b.open(ps.ts.URL, adminKey)
+	b.until(fmt.Sprintf(`document.getElementById("d-title").textContent === %q && document.querySelectorAll("#d-attempts .attempt").length === 2`, id))
+
+	// u: the rerun still fails; the item stays, its new attempts shown (3, 4).
+	b.key("u")
+	b.until(`document.querySelectorAll("#d-attempts .attempt").length === 4`)
+	if h := evalJS[string](b, `document.querySelector("#d-attempts .attempt:nth-child(4) h4").textContent`); !strings.HasPrefix(h, "Attempt 4 ") {
+		t.Fatalf("last attempt %q", h)
+	}
+	if n := evalJS[int](b, listLen); n != 2 {
+		t.Fatalf("%d items after a failing rerun", n)
+	}
+	// The model now answers well: the rerun button approves it by rerun.
+	ps.valid.Store(true)
+	b.do(chromedp.Click(chromedp.CSS("#rerun")))
+	b.until(listLen + ` === 1`)
+	b.until(fmt.Sprintf(`document.getElementById("d-title").textContent === %q`, other))
+	it, err := ps.store.Get(context.Background(), id)
+	if err != nil || it.Status != review.StatusApproved || it.Resolution.By != review.ByRerun || len(it.Attempts) < 5 {
+		t.Fatalf("%v %+v", err, it)
+	}
+	if n := evalJS[string](b, `document.getElementById("notice").textContent`); !strings.Contains(n, "approved by rerun") {
+		t.Fatalf("notice %q", n)
+	}
+	if errs := b.pageErrors(); len(errs) > 0 {
+		t.Fatalf("page errors: %v", errs)
+	}
+	b.cancel()
+	ps.close()
+}
+
+func TestReviewPageFiltersAndPaging(t *testing.T) {
+	defer noLeaks(t)()
+	ps := newPageSite(t)
+	defer ps.close()
+	now := time.Now().UTC()
+	add := func(id, route, rule string, at time.Time) {
+		it := &review.Item{ID: id, Status: review.StatusPending, CreatedAt: at, Route: route,
+			Prompt: review.Ref{Name: "classify"}, Contract: review.Ref{Name: "classify_v1"}, Input: json.RawMessage(`"hi"`),
+			Request: json.RawMessage(classifyReq), Attempts: []review.Attempt{{Attempt: 1, Output: `{"intent":"x"}`,
+				Violations: []contracts.Violation{{Kind: "schema", Path: "/intent", Rule: rule, Message: "m"}}}}}
+		if _, err := ps.store.Create(context.Background(), it, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 52 {
+		add(fmt.Sprintf("req_page_%02d", i), "classify", "required", now.Add(-time.Duration(i)*time.Second))
+	}
+	add("req_free_1", "free", "secret", now.Add(-100*time.Second))
+	add("req_free_2", "free", "secret", now.Add(-101*time.Second))
+	add("req_old_1", "classify", "required", now.Add(-72*time.Hour))
+
+	b := newBrowser(t)
+	defer b.cancel()
+	b.open(ps.ts.URL, adminKey)
+	// One page of 50, newest first, then the rest through Load more.
+	b.until(listLen + ` === 50 && !document.getElementById("more").hidden`)
+	if id := selectedID(b); id != "req_page_00" {
+		t.Fatalf("first item %q", id)
+	}
+	b.do(chromedp.Click(chromedp.CSS("#more")))
+	b.until(listLen + ` === 55 && document.getElementById("more").hidden`)
+
+	filter := func(route, rule, since string) {
+		b.t.Helper()
+		b.do(chromedp.Evaluate[chromedp.Void](fmt.Sprintf(`document.getElementById("f-route").value = %q;
+			document.getElementById("f-rule").value = %q; document.getElementById("f-since").value = %q`, route, rule, since)),
+			chromedp.Click(chromedp.CSS("#f-apply")))
+	}
+	ids := func() []string {
+		return evalJS[[]string](b, `[...document.querySelectorAll("#items li .id")].map(e => e.textContent)`)
+	}
+	filter("free", "", "")
+	b.until(listLen + ` === 2`)
+	if got := ids(); !slices.Equal(got, []string{"req_free_1", "req_free_2"}) {
+		t.Fatalf("route=free: %v", got)
+	}
+	filter("", "secret", "")
+	b.until(listLen + ` === 2 && document.querySelector("#items li .id").textContent === "req_free_1"`)
+	// since=24h: newest first, so the list ends at the first older item,
+	// on the second page too.
+	filter("classify", "", "24h")
+	b.until(listLen + ` === 50 && !document.getElementById("more").hidden`)
+	b.do(chromedp.Click(chromedp.CSS("#more")))
+	b.until(listLen + ` === 52 && document.getElementById("more").hidden`)
+	if got := ids(); slices.Contains(got, "req_old_1") {
+		t.Fatal("since=24h lists the 72h old item")
+	}
+	// A bad since is refused on the page, before any request.
+	filter("", "", "yesterday-ish")
+	b.until(`document.getElementById("error").textContent.startsWith("Since:")`)
+	// Keyboard: / goes to the filters.
+	b.key("/")
+	if !evalJS[bool](b, `document.activeElement === document.getElementById("f-route")`) {
+		t.Fatal("/ does not focus the filters")
+	}
+	if errs := b.pageErrors(); len(errs) > 0 {
+		t.Fatalf("page errors: %v", errs)
+	}
+	b.cancel()
+	ps.close()
+}
