@@ -201,9 +201,9 @@ func BenchmarkSQLiteList1M(b *testing.B) {
 		if !ok {
 			b.Fatalf("no filter %s", name)
 		}
-		for _, page := range []string{"first", "page100"} {
+		for _, page := range []string{"first", "deep"} {
 			b.Run(name+"/"+page, func(b *testing.B) {
-				if page == "page100" {
+				if page == "deep" {
 					// A cursor 100 pages into the matches.
 					g := f
 					g.Limit = MaxLimit
