@@ -62,3 +62,15 @@ func (h *Hub) Waiting() int {
 	defer h.mu.Unlock()
 	return len(h.waiters)
 }
+
+// IDs lists the ids being waited for, so a notifier that may have missed
+// events (a reconnect) can check them.
+func (h *Hub) IDs() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := make([]string, 0, len(h.waiters))
+	for id := range h.waiters {
+		out = append(out, id)
+	}
+	return out
+}

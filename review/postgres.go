@@ -1,0 +1,631 @@
+package review
+
+import (
+	"context"
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io/fs"
+	"path"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+//go:embed migrations/postgres/*.sql
+var postgresMigrations embed.FS
+
+// Postgres is the shared store: every replica reads and writes the same
+// items. Resolutions are conditional updates, so of concurrent ones on any
+// replicas exactly one wins; webhook deliveries are claimed with FOR UPDATE
+// SKIP LOCKED and a lease, so one replica at a time sends each (at least
+// once: a lease that runs out makes the delivery due again); each
+// resolution is announced with NOTIFY so long-poll waiters on every replica
+// wake (see PostgresOptions.Hub).
+//
+// Durability is PostgreSQL's: Create returns once the transaction holding
+// the item committed, which with the server's default synchronous_commit
+// means its WAL record is flushed.
+type Postgres struct {
+	pool    *pgxpool.Pool
+	hub     *Hub
+	timeout time.Duration
+
+	stop     context.CancelFunc
+	listenWG sync.WaitGroup
+	once     sync.Once
+}
+
+// PostgresOptions tunes OpenPostgres.
+type PostgresOptions struct {
+	// Hub, when set, is notified of every item resolved by any replica on
+	// the same database (LISTEN/NOTIFY on a connection of its own), so a
+	// waiter on one replica wakes when another resolves its item.
+	Hub *Hub
+	// MaxConns bounds the pool when the DSN sets no pool_max_conns
+	// (default 16: enough for 16 concurrent needs_review writes).
+	MaxConns int32
+	// OpTimeout bounds each store call whose context has no deadline
+	// (default 10s), so a hung server cannot hold a request forever.
+	OpTimeout time.Duration
+}
+
+// notifyChannel carries the ids of resolved items.
+const notifyChannel = "contractd_review_resolved"
+
+// migrateLockKey is the advisory lock taken while migrating, so replicas
+// starting at the same moment apply each migration once, in turn.
+var migrateLockKey = func() int64 {
+	h := fnv.New64a()
+	h.Write([]byte("contractd review migrations"))
+	return int64(h.Sum64())
+}()
+
+// Prepared statement names: the hot path's statements are prepared once per
+// connection (AfterConnect) rather than parsed per item. Others go through
+// pgx's per-connection statement cache.
+const (
+	stmtCreate = "contractd_review_create"
+	stmtGet    = "contractd_review_get"
+)
+
+const (
+	// One statement, so one round trip and one commit: the item, its rule
+	// rows and (when $15 is not null) its review.created delivery.
+	pgCreate = `WITH ins AS (
+	INSERT INTO reviews (id, status, created_ns, route, prompt_name, prompt_sha, contract_name, contract_sha, key_id, input, request, attempts)
+	VALUES ($1, 'pending', $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+	ON CONFLICT (id) DO NOTHING RETURNING id, created_ns
+), rules AS (
+	INSERT INTO review_rules (review_id, rule, created_ns) SELECT ins.id, r, ins.created_ns FROM ins, unnest($12::text[]) AS r
+	ON CONFLICT DO NOTHING
+), hook AS (
+	INSERT INTO webhook_outbox (id, type, review_id, body, created_ns, next_ns)
+	SELECT $13, 'review.created', ins.id, $15::bytea, $14, $14 FROM ins WHERE $15::bytea IS NOT NULL
+)
+SELECT count(*) FROM ins`
+	pgGet = `SELECT ` + itemColumns + `, request FROM reviews WHERE id = $1`
+)
+
+// OpenPostgres connects to dsn, runs the embedded migrations under an
+// advisory lock, and (with opts.Hub) starts listening for resolutions.
+// Errors never carry the DSN's password.
+func OpenPostgres(ctx context.Context, dsn string, opts PostgresOptions) (*Postgres, error) {
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		// pgconn redacts the password in parse errors; say no more than that.
+		return nil, fmt.Errorf("review store: postgres DSN: %w", err)
+	}
+	if !strings.Contains(dsn, "pool_max_conns") {
+		cfg.MaxConns = 16
+		if opts.MaxConns > 0 {
+			cfg.MaxConns = opts.MaxConns
+		}
+	}
+	if opts.OpTimeout == 0 {
+		opts.OpTimeout = 10 * time.Second
+	}
+	cfg.ConnConfig.RuntimeParams["application_name"] = "contractd"
+	cfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
+		if _, err := c.Prepare(ctx, stmtCreate, pgCreate); err != nil {
+			return err
+		}
+		_, err := c.Prepare(ctx, stmtGet, pgGet)
+		return err
+	}
+	// The statements above name the tables: migrate on a plain connection
+	// first, so AfterConnect never prepares against a missing schema.
+	if err := migratePostgres(ctx, cfg.ConnConfig.Copy(), opts.OpTimeout); err != nil {
+		return nil, err
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("review store: postgres: %w", err)
+	}
+	pctx, cancel := context.WithTimeout(ctx, opts.OpTimeout)
+	err = pool.Ping(pctx)
+	cancel()
+	if err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("review store: postgres: %w", err)
+	}
+	lctx, stop := context.WithCancel(context.Background())
+	s := &Postgres{pool: pool, hub: opts.Hub, timeout: opts.OpTimeout, stop: stop}
+	if s.hub != nil {
+		ready := make(chan struct{})
+		s.listenWG.Add(1)
+		go s.listen(lctx, cfg.ConnConfig.Copy(), ready)
+		// Wait (briefly) for LISTEN so a resolution right after Open is
+		// heard; a server that is slow to answer only delays waiters.
+		select {
+		case <-ready:
+		case <-time.After(opts.OpTimeout):
+		}
+	}
+	return s, nil
+}
+
+// migratePostgres applies the embedded migrations not yet recorded. A
+// session advisory lock serialises replicas starting together; each
+// migration commits with its version row, so one that fails half way is
+// retried whole by the next start.
+func migratePostgres(ctx context.Context, cc *pgx.ConnConfig, timeout time.Duration) error {
+	// Waiting for another replica's migration is part of the budget.
+	ctx, cancel := context.WithTimeout(ctx, 3*timeout)
+	defer cancel()
+	conn, err := pgx.ConnectConfig(ctx, cc)
+	if err != nil {
+		return fmt.Errorf("review store: postgres: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1)`, migrateLockKey); err != nil {
+		return fmt.Errorf("review store: migration lock: %w", err)
+	}
+	// Closing the connection releases the lock too; unlock for tidiness.
+	defer conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, migrateLockKey)
+	if _, err := conn.Exec(ctx, `CREATE TABLE IF NOT EXISTS contractd_schema_migrations (
+		version INTEGER PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())`); err != nil {
+		return fmt.Errorf("review store: migrations: %w", err)
+	}
+	names, err := fs.Glob(postgresMigrations, "migrations/postgres/*.sql")
+	if err != nil {
+		return err
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		base := path.Base(name)
+		v, err := strconv.Atoi(strings.SplitN(base, "_", 2)[0])
+		if err != nil {
+			return fmt.Errorf("migration %s: name must start with a version number", base)
+		}
+		body, _ := postgresMigrations.ReadFile(name)
+		err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+			var n int
+			if err := tx.QueryRow(ctx, `SELECT count(*) FROM contractd_schema_migrations WHERE version = $1`, v).Scan(&n); err != nil || n > 0 {
+				return err
+			}
+			// No arguments: the simple protocol runs the file's statements in turn.
+			if _, err := tx.Exec(ctx, string(body)); err != nil {
+				return err
+			}
+			_, err := tx.Exec(ctx, `INSERT INTO contractd_schema_migrations (version) VALUES ($1)`, v)
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("review store: migration %s: %w", base, err)
+		}
+	}
+	return nil
+}
+
+// listen holds one connection in LISTEN and hands each resolved id to the
+// hub. After every (re)connect it checks the ids being waited for, so a
+// resolution made while the connection was down is not missed.
+func (s *Postgres) listen(ctx context.Context, cc *pgx.ConnConfig, ready chan struct{}) {
+	defer s.listenWG.Done()
+	backoff := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		conn, err := pgx.ConnectConfig(ctx, cc)
+		if err == nil {
+			_, err = conn.Exec(ctx, `LISTEN `+notifyChannel)
+		}
+		if err == nil {
+			if ready != nil {
+				close(ready)
+				ready = nil
+			}
+			backoff = 100 * time.Millisecond
+			s.catchUp(ctx)
+			for {
+				n, werr := conn.WaitForNotification(ctx)
+				if werr != nil {
+					break
+				}
+				s.hub.Notify(n.Payload)
+			}
+		}
+		if conn != nil {
+			conn.Close(context.Background())
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
+}
+
+func (s *Postgres) catchUp(ctx context.Context) {
+	ids := s.hub.IDs()
+	if len(ids) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	rows, err := s.pool.Query(ctx, `SELECT id FROM reviews WHERE id = ANY($1) AND status <> 'pending'`, ids)
+	if err != nil {
+		return
+	}
+	done, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return
+	}
+	for _, id := range done {
+		s.hub.Notify(id)
+	}
+}
+
+// Close stops listening and closes the pool.
+func (s *Postgres) Close() error {
+	s.once.Do(func() {
+		s.stop()
+		s.listenWG.Wait()
+		s.pool.Close()
+	})
+	return nil
+}
+
+// opCtx gives a call without a deadline the store's own.
+func (s *Postgres) opCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, s.timeout)
+}
+
+func (s *Postgres) Create(ctx context.Context, it *Item, webhook bool) (bool, error) {
+	ctx, cancel := s.opCtx(ctx)
+	defer cancel()
+	atts, err := json.Marshal(nonNilAttempts(it.Attempts))
+	if err != nil {
+		return false, err
+	}
+	rules := it.Rules()
+	if rules == nil {
+		rules = []string{}
+	}
+	var body []byte // nil: no delivery
+	if webhook {
+		cp := *it
+		cp.Status, cp.ResolvedAt, cp.Resolution = StatusPending, nil, nil
+		body = WebhookBody(EventCreated, &cp)
+	}
+	var n int
+	err = s.pool.QueryRow(ctx, stmtCreate,
+		it.ID, it.CreatedAt.UnixNano(), it.Route, it.Prompt.Name, it.Prompt.SHA256, it.Contract.Name, it.Contract.SHA256,
+		it.KeyID, string(orNull(it.Input)), string(orNull(it.Request)), string(atts), rules,
+		newID(), time.Now().UnixNano(), body).Scan(&n)
+	if err != nil {
+		return false, fmt.Errorf("review store: create %s: %w", it.ID, err)
+	}
+	return n == 1, nil
+}
+
+func orNull(b json.RawMessage) json.RawMessage {
+	if len(b) == 0 {
+		return json.RawMessage("null")
+	}
+	return b
+}
+
+func (s *Postgres) Get(ctx context.Context, id string) (*Item, error) {
+	ctx, cancel := s.opCtx(ctx)
+	defer cancel()
+	return pgGetItem(ctx, s.pool, stmtGet, id)
+}
+
+type pgQuerier interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+func pgGetItem(ctx context.Context, q pgQuerier, sql, id string) (*Item, error) {
+	it, err := scanItem(q.QueryRow(ctx, sql, id), true)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("review store: get %s: %w", id, err)
+	}
+	return it, nil
+}
+
+// args numbers placeholders as they are added.
+type args []any
+
+func (a *args) add(v any) string {
+	*a = append(*a, v)
+	return "$" + strconv.Itoa(len(*a))
+}
+
+func (s *Postgres) List(ctx context.Context, f Filter) ([]*Item, string, error) {
+	if err := CheckFilter(&f); err != nil {
+		return nil, "", err
+	}
+	ctx, cancel := s.opCtx(ctx)
+	defer cancel()
+	var where []string
+	var a args
+	from := `reviews r`
+	if f.Rule != "" {
+		// Drive the query from the rule index, newest first.
+		from = `review_rules x JOIN reviews r ON r.id = x.review_id`
+		where = append(where, `x.rule = `+a.add(f.Rule))
+	}
+	if f.Status != "" {
+		where = append(where, `r.status = `+a.add(string(f.Status)))
+	}
+	if f.Route != "" {
+		where = append(where, `r.route = `+a.add(f.Route))
+	}
+	if f.Contract != "" {
+		where = append(where, `r.contract_name = `+a.add(f.Contract))
+	}
+	if f.Cursor != "" {
+		ns, id, err := decodeCursor(f.Cursor)
+		if err != nil {
+			return nil, "", err
+		}
+		where = append(where, `(r.created_ns, r.id) < (`+a.add(ns)+`, `+a.add(id)+`)`)
+	}
+	q := `SELECT r.` + strings.ReplaceAll(itemColumns, ", ", ", r.") + ` FROM ` + from
+	if len(where) > 0 {
+		q += ` WHERE ` + strings.Join(where, ` AND `)
+	}
+	q += ` ORDER BY r.created_ns DESC, r.id DESC LIMIT ` + a.add(f.Limit+1)
+	rows, err := s.pool.Query(ctx, q, a...)
+	if err != nil {
+		return nil, "", fmt.Errorf("review store: list: %w", err)
+	}
+	defer rows.Close()
+	items := []*Item{}
+	for rows.Next() {
+		it, err := scanItem(rows, false)
+		if err != nil {
+			return nil, "", err
+		}
+		items = append(items, it)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, "", fmt.Errorf("review store: list: %w", err)
+	}
+	next := ""
+	if len(items) > f.Limit {
+		items = items[:f.Limit]
+		last := items[len(items)-1]
+		next = encodeCursor(last.CreatedAt.UnixNano(), last.ID)
+	}
+	return items, next, nil
+}
+
+func (s *Postgres) Resolve(ctx context.Context, id string, r Resolve) (*Item, error) {
+	if r.Status != StatusApproved && r.Status != StatusRejected {
+		return nil, fmt.Errorf("resolve %s: status must be approved or rejected, not %q", id, r.Status)
+	}
+	res, err := json.Marshal(r.Resolution)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := s.opCtx(ctx)
+	defer cancel()
+	var it *Item
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if len(r.Attempts) > 0 {
+			if _, err := pgAppend(ctx, tx, id, r.Attempts); err != nil {
+				return err
+			}
+		}
+		// The conditional update is what makes exactly one resolution win:
+		// a concurrent one waits for this row lock, then finds the row no
+		// longer pending and updates nothing.
+		var err error
+		it, err = scanItem(tx.QueryRow(ctx, `UPDATE reviews SET status = $1, resolved_ns = $2, resolution = $3
+			WHERE id = $4 AND status = 'pending' RETURNING `+itemColumns+`, request`,
+			string(r.Status), r.At.UnixNano(), string(res), id), true)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return pgMissingOrResolved(ctx, tx, id)
+		}
+		if err != nil {
+			return err
+		}
+		if r.Webhook {
+			now := time.Now().UnixNano()
+			if _, err := tx.Exec(ctx, `INSERT INTO webhook_outbox (id, type, review_id, body, created_ns, next_ns) VALUES ($1, $2, $3, $4, $5, $5)`,
+				newID(), EventResolved, id, WebhookBody(EventResolved, it), now); err != nil {
+				return err
+			}
+		}
+		// Delivered to every listening replica when (and only if) this commits.
+		_, err = tx.Exec(ctx, `SELECT pg_notify($1, $2)`, notifyChannel, id)
+		return err
+	})
+	if err != nil {
+		if errors.Is(err, ErrNotFound) || errors.Is(err, ErrAlreadyResolved) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("review store: resolve %s: %w", id, err)
+	}
+	return it, nil
+}
+
+func pgMissingOrResolved(ctx context.Context, tx pgx.Tx, id string) error {
+	var n int
+	if err := tx.QueryRow(ctx, `SELECT count(*) FROM reviews WHERE id = $1`, id).Scan(&n); err != nil {
+		return err
+	}
+	if n == 0 {
+		return ErrNotFound
+	}
+	return ErrAlreadyResolved
+}
+
+// pgAppend adds attempts to a pending item, holding its row lock until the
+// transaction ends so a concurrent resolution cannot slip in between.
+func pgAppend(ctx context.Context, tx pgx.Tx, id string, atts []Attempt) (*Item, error) {
+	var status, cur string
+	var created int64
+	err := tx.QueryRow(ctx, `SELECT status, attempts, created_ns FROM reviews WHERE id = $1 FOR UPDATE`, id).Scan(&status, &cur, &created)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, err
+	}
+	if Status(status) != StatusPending {
+		return nil, ErrAlreadyResolved
+	}
+	var old []Attempt
+	if err := json.Unmarshal([]byte(cur), &old); err != nil {
+		return nil, err
+	}
+	seen := map[string]bool{}
+	rulesOf(old, seen)
+	b, _ := json.Marshal(append(old, atts...))
+	if _, err := tx.Exec(ctx, `UPDATE reviews SET attempts = $1 WHERE id = $2`, string(b), id); err != nil {
+		return nil, err
+	}
+	if nr := rulesOf(atts, seen); len(nr) > 0 {
+		if _, err := tx.Exec(ctx, `INSERT INTO review_rules (review_id, rule, created_ns) SELECT $1, r, $2 FROM unnest($3::text[]) AS r ON CONFLICT DO NOTHING`,
+			id, created, nr); err != nil {
+			return nil, err
+		}
+	}
+	return pgGetItem(ctx, tx, pgGet, id)
+}
+
+func (s *Postgres) AppendAttempts(ctx context.Context, id string, atts []Attempt) (*Item, error) {
+	ctx, cancel := s.opCtx(ctx)
+	defer cancel()
+	var it *Item
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var err error
+		it, err = pgAppend(ctx, tx, id, atts)
+		return err
+	})
+	if err != nil {
+		if errors.Is(err, ErrNotFound) || errors.Is(err, ErrAlreadyResolved) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("review store: append %s: %w", id, err)
+	}
+	return it, nil
+}
+
+// Export streams rows as they arrive; the caller's context bounds it (an
+// export can take longer than one store call).
+func (s *Postgres) Export(ctx context.Context, f ExportFilter, fn func(*Item) error) error {
+	var where []string
+	var a args
+	if f.Status != "" {
+		where = append(where, `status = `+a.add(string(f.Status)))
+	}
+	if f.Route != "" {
+		where = append(where, `route = `+a.add(f.Route))
+	}
+	if !f.Since.IsZero() {
+		where = append(where, `COALESCE(resolved_ns, created_ns) >= `+a.add(f.Since.UnixNano()))
+	}
+	q := `SELECT ` + itemColumns + ` FROM reviews`
+	if len(where) > 0 {
+		q += ` WHERE ` + strings.Join(where, ` AND `)
+	}
+	q += ` ORDER BY COALESCE(resolved_ns, created_ns) DESC, id DESC`
+	rows, err := s.pool.Query(ctx, q, a...)
+	if err != nil {
+		return fmt.Errorf("review store: export: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		it, err := scanItem(rows, false)
+		if err != nil {
+			return err
+		}
+		if err := fn(it); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
+}
+
+func (s *Postgres) Pending(ctx context.Context) (map[string]int, error) {
+	ctx, cancel := s.opCtx(ctx)
+	defer cancel()
+	rows, err := s.pool.Query(ctx, `SELECT route, count(*) FROM reviews WHERE status = 'pending' GROUP BY route`)
+	if err != nil {
+		return nil, fmt.Errorf("review store: pending: %w", err)
+	}
+	defer rows.Close()
+	out := map[string]int{}
+	for rows.Next() {
+		var r string
+		var n int
+		if err := rows.Scan(&r, &n); err != nil {
+			return nil, err
+		}
+		out[r] = n
+	}
+	return out, rows.Err()
+}
+
+func (s *Postgres) DeleteResolvedBefore(ctx context.Context, t time.Time) (int, error) {
+	ctx, cancel := s.opCtx(ctx)
+	defer cancel()
+	tag, err := s.pool.Exec(ctx, `DELETE FROM reviews WHERE status IN ('approved', 'rejected') AND resolved_ns < $1`, t.UnixNano())
+	if err != nil {
+		return 0, fmt.Errorf("review store: retention: %w", err)
+	}
+	return int(tag.RowsAffected()), nil
+}
+
+// ClaimDeliveries leases due deliveries in one statement: SKIP LOCKED lets
+// replicas claiming at the same moment take disjoint rows instead of
+// waiting on each other, and the lease (next_ns moved ahead) hides the
+// claimed rows until it runs out.
+func (s *Postgres) ClaimDeliveries(ctx context.Context, now time.Time, limit int, lease time.Duration) ([]Delivery, error) {
+	ctx, cancel := s.opCtx(ctx)
+	defer cancel()
+	rows, err := s.pool.Query(ctx, `UPDATE webhook_outbox SET next_ns = $2 WHERE id IN (
+		SELECT id FROM webhook_outbox WHERE next_ns <= $1 ORDER BY next_ns LIMIT $3 FOR UPDATE SKIP LOCKED)
+		RETURNING id, type, review_id, body, created_ns, tries, next_ns`,
+		now.UnixNano(), now.Add(lease).UnixNano(), limit)
+	if err != nil {
+		return nil, fmt.Errorf("review store: claim deliveries: %w", err)
+	}
+	defer rows.Close()
+	var out []Delivery
+	for rows.Next() {
+		var d Delivery
+		var created, next int64
+		if err := rows.Scan(&d.ID, &d.Type, &d.ReviewID, &d.Body, &created, &d.Tries, &next); err != nil {
+			return nil, err
+		}
+		d.CreatedAt = time.Unix(0, created).UTC()
+		out = append(out, d)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("review store: claim deliveries: %w", err)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].CreatedAt.Before(out[j].CreatedAt) })
+	return out, nil
+}
+
+func (s *Postgres) FinishDelivery(ctx context.Context, id string, done bool, retryAt time.Time) error {
+	ctx, cancel := s.opCtx(ctx)
+	defer cancel()
+	var err error
+	if done {
+		_, err = s.pool.Exec(ctx, `DELETE FROM webhook_outbox WHERE id = $1`, id)
+	} else {
+		_, err = s.pool.Exec(ctx, `UPDATE webhook_outbox SET next_ns = $1, tries = tries + 1 WHERE id = $2`, retryAt.UnixNano(), id)
+	}
+	if err != nil {
+		return fmt.Errorf("review store: finish delivery: %w", err)
+	}
+	return nil
+}

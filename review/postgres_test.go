@@ -1,0 +1,202 @@
+package review_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/contractd/contractd/internal/testkit"
+	"github.com/contractd/contractd/review"
+	"github.com/contractd/contractd/review/storetest"
+)
+
+func TestMain(m *testing.M) { os.Exit(testkit.PostgresMain(m)) }
+
+func openPostgres(t *testing.T) review.Store {
+	s, err := review.OpenPostgres(context.Background(), testkit.PostgresDSN(t), review.PostgresOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// The same table of behaviours the SQLite store passes.
+func TestPostgresStore(t *testing.T) { storetest.Run(t, openPostgres) }
+
+// Replicas starting at the same moment on a fresh database: the advisory
+// lock lets one migrate while the others wait, then all find the schema.
+func TestPostgresMigrateConcurrently(t *testing.T) {
+	dsn := testkit.PostgresDSN(t)
+	const n = 8
+	var wg sync.WaitGroup
+	stores := make([]*review.Postgres, n)
+	errs := make([]error, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			stores[i], errs[i] = review.OpenPostgres(context.Background(), dsn, review.PostgresOptions{})
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("store %d: %v", i, err)
+		}
+		defer stores[i].Close()
+	}
+	// Every store sees the one schema: an item written through one is read
+	// through all.
+	it := storetest.NewItem("m1", "a", time.Now())
+	if ok, err := stores[0].Create(context.Background(), it, false); err != nil || !ok {
+		t.Fatalf("create: %v %v", ok, err)
+	}
+	for i, s := range stores {
+		if _, err := s.Get(context.Background(), "m1"); err != nil {
+			t.Fatalf("store %d: %v", i, err)
+		}
+	}
+	// And a second start finds every migration applied.
+	again, err := review.OpenPostgres(context.Background(), dsn, review.PostgresOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	again.Close()
+}
+
+// Two stores on one database stand for two replicas: a waiter subscribed
+// through replica A's hub wakes when replica B resolves the item.
+func TestPostgresNotifyAcrossStores(t *testing.T) {
+	dsn := testkit.PostgresDSN(t)
+	hubA := review.NewHub()
+	a, err := review.OpenPostgres(context.Background(), dsn, review.PostgresOptions{Hub: hubA})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b, err := review.OpenPostgres(context.Background(), dsn, review.PostgresOptions{Hub: review.NewHub()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if _, err := a.Create(context.Background(), storetest.NewItem("w1", "a", time.Now()), false); err != nil {
+		t.Fatal(err)
+	}
+	ch, cancel := hubA.Subscribe("w1")
+	defer cancel()
+	start := time.Now()
+	if _, err := b.Resolve(context.Background(), "w1", review.Resolve{Status: review.StatusRejected, At: time.Now(),
+		Resolution: review.Resolution{By: review.ByReviewer, Reviewer: "ann"}}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-ch:
+		t.Logf("woken %v after the resolution started", time.Since(start))
+	case <-time.After(5 * time.Second):
+		t.Fatal("waiter on replica A not woken by replica B's resolution")
+	}
+	// A failed resolution (already resolved) notifies nobody: the NOTIFY is
+	// part of the transaction that did not commit.
+	ch2, cancel2 := hubA.Subscribe("w1")
+	defer cancel2()
+	if _, err := b.Resolve(context.Background(), "w1", review.Resolve{Status: review.StatusRejected, At: time.Now(),
+		Resolution: review.Resolution{By: review.ByReviewer, Reviewer: "bob"}}); !errors.Is(err, review.ErrAlreadyResolved) {
+		t.Fatalf("second resolve: %v", err)
+	}
+	select {
+	case <-ch2:
+		t.Fatal("woken by a resolution that lost")
+	case <-time.After(300 * time.Millisecond):
+	}
+}
+
+// Deliveries claimed at the same moment by several replicas are disjoint,
+// and a claim that is never finished (the replica died) comes back once
+// its lease runs out: at least once.
+func TestPostgresClaimDisjointAndLeases(t *testing.T) {
+	dsn := testkit.PostgresDSN(t)
+	var stores []*review.Postgres
+	for range 3 {
+		s, err := review.OpenPostgres(context.Background(), dsn, review.PostgresOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		stores = append(stores, s)
+	}
+	const items = 60
+	for i := range items {
+		it := storetest.NewItem("d"+itoa(i), "a", time.Now())
+		if _, err := stores[0].Create(context.Background(), it, true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	now := time.Now()
+	var mu sync.Mutex
+	seen := map[string]int{}
+	var wg sync.WaitGroup
+	for _, s := range stores {
+		for range 4 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for {
+					ds, err := s.ClaimDeliveries(context.Background(), now, 7, time.Minute)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					if len(ds) == 0 {
+						return
+					}
+					mu.Lock()
+					for _, d := range ds {
+						seen[d.ID]++
+					}
+					mu.Unlock()
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	if len(seen) != items {
+		t.Fatalf("%d deliveries claimed, want %d", len(seen), items)
+	}
+	for id, n := range seen {
+		if n != 1 {
+			t.Fatalf("delivery %s claimed %d times within its lease", id, n)
+		}
+	}
+	// Nobody finished them: after the lease they are due again.
+	ds, err := stores[2].ClaimDeliveries(context.Background(), now.Add(2*time.Minute), 100, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ds) != items {
+		t.Fatalf("after the lease: %d due again, want %d", len(ds), items)
+	}
+}
+
+func itoa(i int) string { return string(rune('0'+i/10%10)) + string(rune('0'+i%10)) }
+
+// The DSN's password never reaches an error (and so no log line).
+func TestPostgresErrorsHideThePassword(t *testing.T) {
+	for _, dsn := range []string{
+		"postgres://u:s3cretpw@127.0.0.1:1/db?sslmode=disable&connect_timeout=2",
+		"postgres://u:s3cretpw@127.0.0.1:1/db?sslmode=bogus",
+		"host=127.0.0.1 port=1 user=u password=s3cretpw connect_timeout=2",
+	} {
+		_, err := review.OpenPostgres(context.Background(), dsn, review.PostgresOptions{OpTimeout: 2 * time.Second})
+		if err == nil {
+			t.Fatalf("%s: opened", dsn)
+		}
+		if strings.Contains(err.Error(), "s3cretpw") {
+			t.Fatalf("error carries the password: %v", err)
+		}
+	}
+}
