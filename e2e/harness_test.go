@@ -48,7 +48,7 @@ func testMain(m *testing.M) int {
 			return 1
 		}
 		binPath, builtBy = abs, "CONTRACTD_E2E_BIN"
-		return m.Run()
+		return testkit.PostgresMain(m)
 	}
 	dir, err := os.MkdirTemp("", "contractd-e2e-bin-")
 	if err != nil {
@@ -67,7 +67,9 @@ func testMain(m *testing.M) int {
 		fmt.Fprintf(os.Stderr, "e2e: building contractd: %v\n%s", err, out)
 		return 1
 	}
-	return m.Run()
+	// The replica tests share one throwaway PostgreSQL, started on first
+	// use and stopped when the tests end.
+	return testkit.PostgresMain(m)
 }
 
 // goTool is the go command of the toolchain running the tests.
@@ -200,6 +202,14 @@ func startProcess(t *testing.T, env map[string]string, args ...string) *daemon {
 func startDaemon(t *testing.T, cfg string, env map[string]string) *daemon {
 	t.Helper()
 	d := startProcess(t, env, "serve", "-c", cfg)
+	d.awaitListening(cfg)
+	return d
+}
+
+// awaitListening waits until the process logged every listener cfg names.
+func (d *daemon) awaitListening(cfg string) {
+	t := d.t
+	t.Helper()
 	want := 1
 	if strings.Contains(readFile(t, cfg), "admin_listen: 127.0.0.1:0") {
 		want = 2
@@ -228,7 +238,6 @@ func startDaemon(t *testing.T, cfg string, env map[string]string) *daemon {
 	if !ok || d.exited() {
 		t.Fatalf("contractd did not start listening (exited=%v, err=%v):\n%s", d.exited(), d.err, d.stderr)
 	}
-	return d
 }
 
 func (d *daemon) exited() bool {

@@ -112,7 +112,14 @@ func OpenPostgres(ctx context.Context, dsn string, opts PostgresOptions) (*Postg
 	if opts.OpTimeout == 0 {
 		opts.OpTimeout = 10 * time.Second
 	}
-	cfg.ConnConfig.RuntimeParams["application_name"] = "contractd"
+	if cfg.ConnConfig.ConnectTimeout == 0 {
+		// An unreachable host must not hold serve's start (it spools and
+		// retries instead).
+		cfg.ConnConfig.ConnectTimeout = 5 * time.Second
+	}
+	if _, ok := cfg.ConnConfig.RuntimeParams["application_name"]; !ok {
+		cfg.ConnConfig.RuntimeParams["application_name"] = "contractd"
+	}
 	cfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
 		if _, err := c.Prepare(ctx, stmtCreate, pgCreate); err != nil {
 			return err

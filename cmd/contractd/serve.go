@@ -75,15 +75,31 @@ func loadServable(path string) (*config.Runtime, error) {
 func openReviews(ctx context.Context, rt *config.Runtime, logger *slog.Logger) (*proxy.ReviewQueue, error) {
 	rc := rt.Review
 	var open func(context.Context) (review.Store, error)
+	var hub *review.Hub
 	switch rc.Store {
 	case "none":
 		return nil, nil
 	case "sqlite":
 		open = func(ctx context.Context) (review.Store, error) { return review.OpenSQLite(ctx, rc.Path) }
+	case "postgres":
+		// Resolutions on any replica reach this replica's waiters through
+		// the store's LISTEN connection. The DSN is read here and never
+		// logged; the store's errors redact its password.
+		hub = review.NewHub()
+		dsn := os.Getenv(rc.DSNEnv)
+		open = func(ctx context.Context) (review.Store, error) {
+			if dsn == "" {
+				return nil, fmt.Errorf("review store: %s is empty", rc.DSNEnv)
+			}
+			return review.OpenPostgres(ctx, dsn, review.PostgresOptions{Hub: hub})
+		}
 	default:
-		return nil, fmt.Errorf("review.store %q is not available in this build (use sqlite or none)", rc.Store)
+		return nil, fmt.Errorf("review.store %q is not available in this build (use sqlite, postgres or none)", rc.Store)
 	}
 	q := proxy.NewReviewQueue(ctx, open, rc.SpoolPath, logger)
+	if hub != nil {
+		q.Notifier = hub
+	}
 	q.Retention = rc.Retention
 	q.Webhook = rc.Webhook != nil
 	return q, nil
