@@ -27,9 +27,12 @@ vet: deps
 test: vet build test-go test-e2e
 
 # What the Go tests need on the machine: headless Chromium for the reviewer
-# page tests (installed from Debian's package when missing).
+# page tests, PostgreSQL server binaries for the review store and replica
+# tests (each installed from Debian's package when missing; the tests start
+# their own throwaway PostgreSQL through internal/testkit).
 deps-test:
 	@scripts/chromium.sh
+	@scripts/postgres.sh install
 
 test-go: deps-test
 	$(GO) test -race -count=1 -timeout 15m ./...
