@@ -80,8 +80,9 @@ const (
 	// One statement, so one round trip and one commit: the item, its rule
 	// rows and (when $15 is not null) its review.created delivery.
 	pgCreate = `WITH ins AS (
-	INSERT INTO reviews (id, status, created_ns, route, prompt_name, prompt_sha, contract_name, contract_sha, key_id, input, request, attempts)
-	VALUES ($1, 'pending', $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+	INSERT INTO reviews (id, status, created_ns, route, prompt_name, prompt_sha, contract_name, contract_sha, key_id, input, request, attempts,
+		dedupe_key, dedupe_until_ns, dedupe_answer)
+	VALUES ($1, 'pending', $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $16, $17, $18)
 	ON CONFLICT (id) DO NOTHING RETURNING id, created_ns
 ), rules AS (
 	INSERT INTO review_rules (review_id, rule, created_ns) SELECT ins.id, r, ins.created_ns FROM ins, unnest($12::text[]) AS r
@@ -304,11 +305,17 @@ func (s *Postgres) Create(ctx context.Context, it *Item, webhook bool) (bool, er
 		cp.Status, cp.ResolvedAt, cp.Resolution = StatusPending, nil, nil
 		body = WebhookBody(EventCreated, &cp)
 	}
+	var dk, dans *string // nil: NULL, no dedupe window
+	var duntil *int64
+	if d := it.Dedupe; d != nil && d.Key != "" {
+		u, a := d.Until.UnixNano(), string(d.Answer)
+		dk, duntil, dans = &d.Key, &u, &a
+	}
 	var n int
 	err = s.pool.QueryRow(ctx, stmtCreate,
 		it.ID, it.CreatedAt.UnixNano(), it.Route, it.Prompt.Name, it.Prompt.SHA256, it.Contract.Name, it.Contract.SHA256,
 		it.KeyID, string(orNull(it.Input)), string(orNull(it.Request)), string(atts), rules,
-		newID(), time.Now().UnixNano(), body).Scan(&n)
+		newID(), time.Now().UnixNano(), body, dk, duntil, dans).Scan(&n)
 	if err != nil {
 		return false, fmt.Errorf("review store: create %s: %w", it.ID, err)
 	}
@@ -635,4 +642,21 @@ func (s *Postgres) FinishDelivery(ctx context.Context, id string, done bool, ret
 		return fmt.Errorf("review store: finish delivery: %w", err)
 	}
 	return nil
+}
+
+// FindDedupe reads the reviews_dedupe partial index: one row at most.
+func (s *Postgres) FindDedupe(ctx context.Context, key string, now time.Time) (string, *Dedupe, error) {
+	ctx, cancel := s.opCtx(ctx)
+	defer cancel()
+	var id, answer string
+	var until int64
+	err := s.pool.QueryRow(ctx, `SELECT id, dedupe_until_ns, dedupe_answer FROM reviews
+		WHERE dedupe_key = $1 AND dedupe_until_ns > $2 ORDER BY dedupe_until_ns DESC LIMIT 1`, key, now.UnixNano()).Scan(&id, &until, &answer)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", nil, ErrNotFound
+	}
+	if err != nil {
+		return "", nil, fmt.Errorf("review store: dedupe: %w", err)
+	}
+	return id, &Dedupe{Key: key, Until: time.Unix(0, until).UTC(), Answer: json.RawMessage(answer)}, nil
 }
