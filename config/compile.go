@@ -5,11 +5,13 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"math"
 	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/contractd/contractd/contracts"
@@ -143,7 +145,83 @@ func (c *compiler) server() {
 	default:
 		c.ps.add("server.log_level", "unknown level %q (debug, info, warn, error)", out.LogLevel)
 	}
+	c.limits(s, &out)
 	c.rt.Server = out
+}
+
+// limits reads SPEC §15's keys: absent or 0 is the default, negative an
+// error. The in-flight budget must hold one body of max_body_bytes, or a
+// request of that size could never be served.
+func (c *compiler) limits(s Server, out *ServerSettings) {
+	out.MaxConnections, out.MaxInflightBytes, out.BodyReadTimeout = s.MaxConnections, s.MaxInflightBytes, s.BodyReadTimeout
+	switch {
+	case out.MaxConnections == 0:
+		out.MaxConnections = DefaultMaxConnections
+	case out.MaxConnections < 0:
+		c.ps.add("server.max_connections", "must be positive")
+	}
+	switch {
+	case out.MaxInflightBytes == 0:
+		out.MaxInflightBytes = DefaultMaxInflightBytes
+	case out.MaxInflightBytes < 0:
+		c.ps.add("server.max_inflight_bytes", "must be positive")
+	}
+	if out.MaxInflightBytes > 0 && out.MaxBodyBytes > 0 && out.MaxInflightBytes < out.MaxBodyBytes {
+		c.ps.add("server.max_inflight_bytes", "must be at least max_body_bytes (%d): a body that size could never be served", out.MaxBodyBytes)
+	}
+	if out.BodyReadTimeout == 0 {
+		out.BodyReadTimeout = DefaultBodyReadTimeout
+	}
+	if out.BodyReadTimeout > out.RequestTimeout {
+		if s.BodyReadTimeout != 0 {
+			c.ps.warn("server.body_read_timeout", "longer than request_timeout (%s), which bounds the body read too", out.RequestTimeout)
+		}
+		out.BodyReadTimeout = out.RequestTimeout
+	}
+	ml, err := ParseMemoryLimit(s.MemoryLimit)
+	if err != nil {
+		c.ps.add("server.memory_limit", "%v", err)
+	}
+	out.MemoryLimit = ml
+}
+
+// ParseMemoryLimit reads server.memory_limit: "" or "auto", "off", or a
+// size in bytes with an optional unit (B, KiB, MiB, GiB, TiB, KB, MB, GB,
+// TB), e.g. 512MiB.
+func ParseMemoryLimit(v string) (MemoryLimit, error) {
+	v = strings.TrimSpace(v)
+	switch strings.ToLower(v) {
+	case "", "auto":
+		return MemoryLimit{Auto: true}, nil
+	case "off":
+		return MemoryLimit{}, nil
+	}
+	n, err := ParseSize(v)
+	if err != nil {
+		return MemoryLimit{}, fmt.Errorf("%q is not auto, off or a size such as 512MiB", v)
+	}
+	if n < 16<<20 {
+		return MemoryLimit{}, fmt.Errorf("%q is below 16MiB, too small for the process to run", v)
+	}
+	return MemoryLimit{Bytes: n}, nil
+}
+
+var sizeUnits = map[string]int64{"": 1, "b": 1, "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40,
+	"kb": 1e3, "mb": 1e6, "gb": 1e9, "tb": 1e12}
+
+// ParseSize reads a byte count with an optional unit (512MiB, 2GB, 1048576).
+func ParseSize(v string) (int64, error) {
+	i := strings.IndexFunc(v, func(r rune) bool { return (r < '0' || r > '9') && r != '.' })
+	if i < 0 {
+		i = len(v)
+	}
+	num, unit := v[:i], strings.ToLower(strings.TrimSpace(v[i:]))
+	mul, ok := sizeUnits[unit]
+	f, err := strconv.ParseFloat(num, 64)
+	if !ok || err != nil || f <= 0 || f*float64(mul) > math.MaxInt64/2 {
+		return 0, fmt.Errorf("bad size %q", v)
+	}
+	return int64(f * float64(mul)), nil
 }
 
 func (c *compiler) audit() {

@@ -44,6 +44,11 @@ type Server struct {
 	RequestTimeout time.Duration `yaml:"request_timeout"`
 	APIKeysEnv     string        `yaml:"api_keys_env"`
 	AdminKeysEnv   string        `yaml:"admin_keys_env"`
+	// SPEC §15 limits; absent (or 0) is the default.
+	MaxConnections   int           `yaml:"max_connections"`
+	MaxInflightBytes int64         `yaml:"max_inflight_bytes"`
+	BodyReadTimeout  time.Duration `yaml:"body_read_timeout"`
+	MemoryLimit      string        `yaml:"memory_limit"`
 	// Extensions beyond SPEC §2 (documented in docs/config.md).
 	RateLimit       *RateLimit    `yaml:"rate_limit"`
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`

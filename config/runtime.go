@@ -38,6 +38,17 @@ type ServerSettings struct {
 	RateLimit       *RateLimit
 	ShutdownTimeout time.Duration
 	LogLevel        string
+	// SPEC §15.
+	MaxConnections   int           // open connections on Listen
+	MaxInflightBytes int64         // request bodies and upstream replies held at once
+	BodyReadTimeout  time.Duration // to read a request body; never past RequestTimeout
+	MemoryLimit      MemoryLimit
+}
+
+// MemoryLimit is server.memory_limit: Go's soft memory limit.
+type MemoryLimit struct {
+	Auto  bool  // 80 % of the cgroup limit, none when unlimited
+	Bytes int64 // a fixed size; 0 with Auto false: off
 }
 
 // AuditSettings are audit settings with defaults applied; Path is absolute.
@@ -102,17 +113,20 @@ type Route struct {
 
 // Defaults (documented in docs/config.md).
 const (
-	DefaultListen          = "127.0.0.1:8080"
-	DefaultMaxBodyBytes    = 1 << 20
-	DefaultRequestTimeout  = 120 * time.Second
-	DefaultShutdownTimeout = 30 * time.Second
-	DefaultUpstreamTimeout = 60 * time.Second
-	DefaultMaxRetries      = 2
-	DefaultMaxOutputBytes  = 65536
-	DefaultMaxOutputTokens = 1024
-	DefaultReviewPath      = "reviews.db"
-	DefaultReviewRetention = 720 * time.Hour
-	DefaultDedupeWindow    = 60 * time.Second
-	DefaultReviewDSNEnv    = "CONTRACTD_REVIEW_DSN"
-	ReviewSpoolFile        = "review-spool.jsonl"
+	DefaultListen           = "127.0.0.1:8080"
+	DefaultMaxBodyBytes     = 1 << 20
+	DefaultRequestTimeout   = 120 * time.Second
+	DefaultShutdownTimeout  = 30 * time.Second
+	DefaultMaxConnections   = 4096
+	DefaultMaxInflightBytes = 256 << 20
+	DefaultBodyReadTimeout  = 30 * time.Second
+	DefaultUpstreamTimeout  = 60 * time.Second
+	DefaultMaxRetries       = 2
+	DefaultMaxOutputBytes   = 65536
+	DefaultMaxOutputTokens  = 1024
+	DefaultReviewPath       = "reviews.db"
+	DefaultReviewRetention  = 720 * time.Hour
+	DefaultDedupeWindow     = 60 * time.Second
+	DefaultReviewDSNEnv     = "CONTRACTD_REVIEW_DSN"
+	ReviewSpoolFile         = "review-spool.jsonl"
 )

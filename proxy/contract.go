@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -54,7 +55,7 @@ func (s *Server) contract(ctx context.Context, w http.ResponseWriter, r *http.Re
 	}
 	x.ev.InputSHA256 = sha(p.InputJSON)
 	if x.st.rt.Audit.IncludeContent {
-		x.ev.Input = json.RawMessage(p.InputJSON)
+		x.ev.Input = json.RawMessage(bytes.Clone(p.InputJSON)) // may alias the pooled body
 		if !json.Valid(p.InputJSON) {
 			x.ev.Input = mustJSON(string(p.InputJSON))
 		}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"unsafe"
 
 	"github.com/go-json-experiment/json/jsontext"
 )
@@ -24,8 +25,10 @@ var errNotObject = errors.New("request body must be a JSON object")
 
 // parseObject splits a JSON object into its members. Duplicate names and
 // invalid UTF-8 are errors (jsontext's defaults), as is trailing data.
+// Member names and values alias b (jsontext decodes a bytes.Buffer in
+// place): b must outlive the object and not change.
 func parseObject(b []byte) (object, error) {
-	dec := jsontext.NewDecoder(bytes.NewReader(b))
+	dec := jsontext.NewDecoder(bytes.NewBuffer(b))
 	tok, err := dec.ReadToken()
 	if err != nil {
 		return nil, err
@@ -51,7 +54,7 @@ func parseObject(b []byte) (object, error) {
 		if err != nil {
 			return nil, err
 		}
-		obj = append(obj, member{Name: name, Value: bytes.Clone(val), rawName: bytes.Clone(raw)})
+		obj = append(obj, member{Name: name, Value: within(val, b), rawName: within(raw, b)})
 	}
 	if _, err := dec.ReadToken(); err != nil {
 		return nil, err
@@ -64,6 +67,21 @@ func parseObject(b []byte) (object, error) {
 		return nil, errors.New("unexpected data after the JSON object")
 	}
 	return obj, nil
+}
+
+// within returns v when it is a slice of b (the decoder's values alias its
+// bytes.Buffer), else a copy of it: a value valid only until the decoder's
+// next read must not be kept.
+func within(v, b []byte) []byte {
+	if len(v) == 0 || len(b) == 0 {
+		return bytes.Clone(v)
+	}
+	start := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	p := uintptr(unsafe.Pointer(unsafe.SliceData(v)))
+	if p >= start && p+uintptr(len(v)) <= start+uintptr(len(b)) {
+		return v[:len(v):len(v)]
+	}
+	return bytes.Clone(v)
 }
 
 func (o object) get(name string) (jsontext.Value, bool) {

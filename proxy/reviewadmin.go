@@ -211,10 +211,13 @@ func (s *Server) exportReviews(w http.ResponseWriter, r *http.Request) {
 
 // readAdminJSON reads a bounded JSON object body into v.
 func (s *Server) readAdminJSON(w http.ResponseWriter, r *http.Request, v any) *APIError {
-	body, aerr := readBody(w, r, s.state.Load().rt.Server.MaxBodyBytes)
+	srv := &s.state.Load().rt.Server
+	b, aerr := s.readBody(r.Context(), r, srv.MaxBodyBytes, srv.MaxInflightBytes)
 	if aerr != nil {
 		return aerr
 	}
+	defer s.release(b)
+	body := b.buf
 	if _, err := parseObject(body); err != nil {
 		return badRequest(CodeInvalidJSON, "", "request body is not a valid JSON object: %s", jsonErr(err))
 	}

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -214,7 +215,10 @@ func keyID(key string) string {
 
 // reviewItem builds the stored item of a 422 from the request's exchange.
 func (x *exchange) reviewItem(p *Prepared, v *verdict, rv *Review, body []byte) *review.Item {
-	input := json.RawMessage(p.InputJSON)
+	// The item outlives the exchange; its input and body may alias the
+	// pooled request buffer.
+	body = bytes.Clone(body)
+	input := json.RawMessage(bytes.Clone(p.InputJSON))
 	if !json.Valid(p.InputJSON) {
 		input = mustJSON(string(p.InputJSON))
 	}

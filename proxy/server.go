@@ -36,9 +36,17 @@ type Server struct {
 	// Env reads environment variables (client keys); os.Getenv by default.
 	Env func(string) string
 
-	state  atomic.Pointer[state]
-	limit  rateLimiter
-	dedupe *dedupe
+	// WriteGrace is how long past request_timeout a response may take to
+	// be written (0: DefaultWriteGrace).
+	WriteGrace time.Duration
+	// Conns caps connections on listen (server.max_connections); serve
+	// wraps the API listener with Conns.Listener.
+	Conns ConnLimit
+
+	state    atomic.Pointer[state]
+	limit    rateLimiter
+	dedupe   *dedupe
+	inflight budget // server.max_inflight_bytes
 }
 
 // state is a Runtime with what is derived from it at install time.
@@ -53,6 +61,12 @@ func NewServer(rt *config.Runtime, caller *Caller, sink audit.Sink, logger *slog
 	s := &Server{Caller: caller, Audit: sink, Logger: logger, Env: os.Getenv, Telemetry: nopTelemetry{}, dedupe: newDedupe(DedupeMaxEntries)}
 	if s.Logger == nil {
 		s.Logger = slog.New(slog.NewJSONHandler(io.Discard, nil))
+	}
+	s.Conns.Max = func() int { return s.state.Load().rt.Server.MaxConnections }
+	if caller != nil && caller.replies == nil {
+		// Upstream replies share the request bodies' budget.
+		caller.replies = &s.inflight
+		caller.repliesSize = func() int64 { return s.state.Load().rt.Server.MaxInflightBytes }
 	}
 	s.Swap(rt)
 	return s
@@ -105,7 +119,7 @@ func (s *Server) Handler(admin http.Handler) http.Handler {
 		mux.Handle("GET /review", admin)
 	}
 	mux.HandleFunc("/", notFound)
-	return s.exactPaths(mux)
+	return s.Deadlines(s.exactPaths(mux))
 }
 
 func notFound(w http.ResponseWriter, r *http.Request) {
@@ -289,11 +303,17 @@ func (s *Server) serveRoute(w http.ResponseWriter, r *http.Request, e *edge, pat
 		x.fail(ctx, w, aerr, audit.OutcomeRejected)
 		return
 	}
-	body, aerr := readBody(w, r, rt.Server.MaxBodyBytes)
+	b, aerr := s.readBody(ctx, r, rt.Server.MaxBodyBytes, rt.Server.MaxInflightBytes)
 	if aerr != nil {
 		x.fail(ctx, w, aerr, audit.OutcomeRejected)
 		return
 	}
+	// The body is decoded in place: everything read from it (the member
+	// list, messages, input) aliases the pooled buffer, which goes back
+	// when the exchange ends. What outlives it (audit, review items) is
+	// copied where it is kept.
+	defer s.release(b)
+	body := b.buf
 	x.body = body
 	obj, err := parseObject(body)
 	if err != nil {
@@ -344,23 +364,6 @@ func truncate(s string, n int) string {
 }
 
 func quoteForMessage(s string) string { return `"` + truncate(s, 100) + `"` }
-
-func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, *APIError) {
-	tooLarge := &APIError{Status: http.StatusRequestEntityTooLarge, Type: typeInvalidRequest, Code: CodeRequestTooLarge,
-		Message: "request body is larger than the server's max_body_bytes"}
-	if r.ContentLength > limit {
-		return nil, tooLarge
-	}
-	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
-	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return nil, tooLarge
-		}
-		return nil, bodyReadError(err)
-	}
-	return b, nil
-}
 
 // bodyReadError is the answer to a body that could not be read: 408 when
 // body_read_timeout passed with the client still there, else the client

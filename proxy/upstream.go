@@ -9,6 +9,7 @@ import (
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 	"io"
+	"math"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -26,12 +27,19 @@ import (
 // maxUpstreamBody bounds what we read of an upstream reply.
 const maxUpstreamBody = 8 << 20
 
+// maxErrorMessageBody bounds what is read of an upstream error reply (only
+// its message is used).
+const maxErrorMessageBody = 64 << 10
+
 // UpstreamError is an upstream failure after transport retries. It is not a
 // contract violation: the request is answered at once (SPEC §9).
 type UpstreamError struct {
 	Status  int  // upstream HTTP status, 0 for transport failures
 	Timeout bool // per-call timeout or request deadline
 	Reason  string
+	// Busy: the reply could not be held within max_inflight_bytes (503
+	// server_busy, not retried).
+	Busy bool
 	// RetryAfter is the upstream's Retry-After on its last 429, passed on
 	// to the client's 502 (SPEC §15) so it backs off as the provider asked.
 	RetryAfter time.Duration
@@ -46,6 +54,11 @@ func (e *UpstreamError) Error() string {
 
 // apiError turns an upstream failure into the client's 502/504.
 func (e *UpstreamError) apiError(up string) *APIError {
+	if e.Busy {
+		ae := busyError()
+		ae.Internal = e
+		return ae
+	}
 	if e.Timeout {
 		return &APIError{Status: http.StatusGatewayTimeout, Type: typeUpstream, Code: CodeUpstreamTimeout,
 			Message: fmt.Sprintf("upstream %q did not answer in time", up), Internal: e}
@@ -80,6 +93,10 @@ type Caller struct {
 	// Backoff is the base of the jittered exponential backoff.
 	Backoff time.Duration
 	sem     semaphores
+	// replies is the in-flight budget a reply is held in while it is read
+	// and decoded (the Server's, set by NewServer; nil: unbounded).
+	replies     *budget
+	repliesSize func() int64
 }
 
 // NewCaller returns a Caller with a pooled transport tuned for many
@@ -168,17 +185,34 @@ func (c *Caller) once(ctx context.Context, u *config.Upstream, body []byte, hdr 
 		return nil, transportError(err, cctx), 0
 	}
 	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, maxUpstreamBody+1))
-	if err != nil {
-		return nil, transportError(err, cctx), 0
-	}
 	if resp.StatusCode != http.StatusOK {
+		// Only the message is used: a bounded read, outside the budget.
+		data, err := io.ReadAll(io.LimitReader(resp.Body, maxErrorMessageBody))
+		if err != nil {
+			return nil, transportError(err, cctx), 0
+		}
 		return nil, &UpstreamError{Status: resp.StatusCode, Reason: redact(upstreamMessage(data, resp.StatusCode), c.Keys(u))}, retryAfter(resp.Header)
 	}
-	if len(data) > maxUpstreamBody {
-		return nil, &UpstreamError{Status: -1, Reason: "reply body too large"}, 0
+	// The reply is read once into a pooled buffer held in the in-flight
+	// budget (SPEC §15), decoded, and given back: the completion keeps
+	// copies of the few strings it needs.
+	bg, limit := c.replies, int64(math.MaxInt64)
+	if bg == nil {
+		bg = &budget{}
+	} else {
+		limit = c.repliesSize()
 	}
-	comp, ok := readCompletion(data)
+	b, err := bg.read(ctx, resp.Body, resp.ContentLength, maxUpstreamBody, limit)
+	switch {
+	case errors.Is(err, errTooLarge):
+		return nil, &UpstreamError{Status: -1, Reason: "reply body too large"}, 0
+	case errors.Is(err, errBusy):
+		return nil, &UpstreamError{Status: -1, Busy: true, Reason: "no room in max_inflight_bytes for the reply"}, 0
+	case err != nil:
+		return nil, transportError(err, cctx), 0
+	}
+	comp, ok := readCompletion(b.buf)
+	bg.drop(b)
 	if !ok {
 		return nil, &UpstreamError{Status: -1, Reason: "reply is not a chat completion"}, 0
 	}

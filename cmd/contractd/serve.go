@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -20,9 +21,11 @@ import (
 	"github.com/contractd/contractd/audit"
 	"github.com/contractd/contractd/config"
 	"github.com/contractd/contractd/internal/filewatch"
+	"github.com/contractd/contractd/internal/memlimit"
 	"github.com/contractd/contractd/proxy"
 	"github.com/contractd/contractd/retry"
 	"github.com/contractd/contractd/review"
+	"github.com/contractd/contractd/telemetry"
 )
 
 func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -139,10 +142,41 @@ func orDefault(s, d string) string {
 // environment take precedence.
 const defaultGCPercent = 400
 
+// applyMemoryLimit sets Go's soft memory limit from server.memory_limit
+// (SPEC §15): auto is 80 % of the cgroup's limit, none without one. Near
+// the limit the collector runs more often instead of letting garbage grow
+// the heap, which is what bounds RSS under load together with
+// max_inflight_bytes. GOMEMLIMIT in the environment wins. Called at start
+// and on every reload.
+func applyMemoryLimit(ml config.MemoryLimit, logger *slog.Logger) {
+	if env := os.Getenv("GOMEMLIMIT"); env != "" {
+		logger.Debug("memory limit", "source", "GOMEMLIMIT", "value", env)
+		return
+	}
+	limit, source := int64(math.MaxInt64), "off"
+	switch {
+	case ml.Bytes > 0:
+		limit, source = ml.Bytes, "config"
+	case ml.Auto:
+		source = "auto: no cgroup limit"
+		if c := memlimit.Cgroup("/"); c > 0 {
+			limit, source = c/10*8, "auto: 80% of the cgroup limit"
+		}
+	}
+	if debug.SetMemoryLimit(limit) != limit {
+		if limit == math.MaxInt64 {
+			logger.Info("memory limit", "source", source, "bytes", "none")
+		} else {
+			logger.Info("memory limit", "source", source, "bytes", limit)
+		}
+	}
+}
+
 func serve(ctx context.Context, path string, rt *config.Runtime, logger *slog.Logger, level *slog.LevelVar) error {
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(defaultGCPercent)
 	}
+	applyMemoryLimit(rt.Server.MemoryLimit, logger)
 	sink, err := audit.NewSwitch(rt.Audit.Sink, rt.Audit.Path)
 	if err != nil {
 		return err
@@ -172,6 +206,16 @@ func serve(ctx context.Context, path string, rt *config.Runtime, logger *slog.Lo
 	srv.Telemetry = tel
 	if activeTelemetry != nil {
 		if err := activeTelemetry.DedupeMetrics(srv.DedupeStats); err != nil {
+			return err
+		}
+		if err := activeTelemetry.LimitMetrics(func() telemetry.LimitStats {
+			ls := srv.LimitStats()
+			lim := debug.SetMemoryLimit(-1)
+			if lim == math.MaxInt64 {
+				lim = 0
+			}
+			return telemetry.LimitStats{Connections: ls.Connections, InflightBytes: ls.InflightBytes, RefusedBusy: ls.RefusedBusy, MemoryLimit: lim}
+		}); err != nil {
 			return err
 		}
 	}
@@ -217,10 +261,10 @@ func serve(ctx context.Context, path string, rt *config.Runtime, logger *slog.Lo
 	}
 	apiHandler = wrapHTTP(apiHandler)
 
-	servers := []*http.Server{newHTTPServer(apiHandler, rt)}
+	servers := []*http.Server{proxy.NewHTTPServer(apiHandler)}
 	addrs := []string{rt.Server.Listen}
 	if rt.Server.AdminListen != "" {
-		servers = append(servers, newHTTPServer(srv.AdminGate(admin, false), rt))
+		servers = append(servers, proxy.NewHTTPServer(srv.Deadlines(srv.AdminGate(admin, false))))
 		addrs = append(addrs, rt.Server.AdminListen)
 	}
 	// Watch for reloads before listening: once "listening" is logged, a
@@ -239,6 +283,8 @@ func serve(ctx context.Context, path string, rt *config.Runtime, logger *slog.Lo
 		kind := "api"
 		if i == 1 {
 			kind = "admin"
+		} else {
+			ln = srv.Conns.Listener(ln) // max_connections: the API listener only (SPEC §15)
 		}
 		logger.Info("listening", "kind", kind, "addr", ln.Addr().String())
 		go func() { errc <- hs.Serve(ln) }()
@@ -278,18 +324,6 @@ func serve(ctx context.Context, path string, rt *config.Runtime, logger *slog.Lo
 	}
 	logger.Info("stopped")
 	return nil
-}
-
-func newHTTPServer(h http.Handler, rt *config.Runtime) *http.Server {
-	return &http.Server{
-		Handler:           h,
-		ReadHeaderTimeout: 10 * time.Second, // slow-header clients
-		ReadTimeout:       60 * time.Second, // slow-body clients
-		WriteTimeout:      rt.Server.RequestTimeout + 30*time.Second,
-		IdleTimeout:       120 * time.Second,
-		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          nil,
-	}
 }
 
 // reloadWatch is what triggers a reload: SIGHUP and config file changes.
@@ -384,6 +418,7 @@ func watchReload(ctx context.Context, rw *reloadWatch, path string, l live, tel 
 			logger.Warn("these settings changed but apply only on restart", "keys", keys)
 		}
 		l.srv.Swap(rt)
+		applyMemoryLimit(rt.Server.MemoryLimit, logger)
 		rw.track(rt.Files)
 		tel.ConfigReload(true)
 		logger.Info("config reloaded", "trigger", trigger, "sha256", rt.SHA256, "routes", len(rt.Routes))

@@ -21,6 +21,9 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/contractd/contractd/config"
+	"github.com/contractd/contractd/proxy"
 )
 
 func TestAuth(t *testing.T) {
@@ -441,7 +444,7 @@ func TestSlowClients(t *testing.T) {
 		up := newUpstream(t, func(w http.ResponseWriter, r *http.Request, n int) { reply(w, 200, big) })
 		short := to
 		short.Write = 500 * time.Millisecond
-		e := newEnv(t, up.URL(), opts{UpTimeout: "30s"}, &short)
+		e := newEnv(t, up.URL(), opts{UpTimeout: "30s", RequestTimeout: "1s"}, &short)
 		c := slowConn(t, e)
 		fmt.Fprintf(c, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Length: %d\r\n\r\n%s", keyAlpha, len(askP), askP)
 		start := time.Now()
@@ -453,53 +456,40 @@ func TestSlowClients(t *testing.T) {
 	})
 }
 
-// TestServeGoHardening reads cmd/contractd/serve.go and checks that the
-// http.Server it builds sets every limit this suite relies on, with the
-// values hardServer mirrors.
+// TestServeGoHardening checks that cmd/contractd/serve.go builds its
+// servers with proxy.NewHTTPServer and puts proxy's per-request deadlines
+// in front of every handler, and that those have the values this suite
+// scales down (serveGoTimeouts).
 func TestServeGoHardening(t *testing.T) {
 	fset := token.NewFileSet()
 	f, err := parser.ParseFile(fset, "../../cmd/contractd/serve.go", nil, 0)
 	if err != nil {
 		t.Fatalf("serve.go: %v", err)
 	}
-	var fields map[string]string
+	calls := map[string]int{}
 	ast.Inspect(f, func(n ast.Node) bool {
-		cl, ok := n.(*ast.CompositeLit)
-		if !ok {
-			return true
+		if call, ok := n.(*ast.CallExpr); ok {
+			calls[exprString(fset, call.Fun)]++
 		}
-		if sel, ok := cl.Type.(*ast.SelectorExpr); ok && sel.Sel.Name == "Server" {
-			if x, ok := sel.X.(*ast.Ident); ok && x.Name == "http" {
-				fields = map[string]string{}
-				for _, el := range cl.Elts {
-					if kv, ok := el.(*ast.KeyValueExpr); ok {
-						k := kv.Key.(*ast.Ident).Name
-						fields[k] = exprString(fset, kv.Value)
-					}
-				}
+		if cl, ok := n.(*ast.CompositeLit); ok {
+			if sel, ok := cl.Type.(*ast.SelectorExpr); ok && sel.Sel.Name == "Server" && exprString(fset, sel.X) == "http" {
+				t.Errorf("serve.go builds an http.Server itself; use proxy.NewHTTPServer")
 			}
 		}
 		return true
 	})
-	if fields == nil {
-		t.Fatal("serve.go builds no http.Server literal")
+	if calls["proxy.NewHTTPServer"] == 0 || calls["srv.Deadlines"] == 0 || calls["srv.Conns.Listener"] == 0 {
+		t.Errorf("serve.go must serve through proxy.NewHTTPServer, srv.Deadlines (admin) and srv.Conns.Listener (api); calls: %v", calls)
 	}
-	want := map[string]string{
-		"ReadHeaderTimeout": "10 * time.Second",
-		"ReadTimeout":       "60 * time.Second",
-		"WriteTimeout":      "rt.Server.RequestTimeout + 30*time.Second",
-		"IdleTimeout":       "120 * time.Second",
-		"MaxHeaderBytes":    "64 << 10",
+	hs := proxy.NewHTTPServer(nil)
+	if hs.ReadHeaderTimeout != serveGoTimeouts.ReadHeader || hs.IdleTimeout != serveGoTimeouts.Idle || hs.MaxHeaderBytes != serveGoMaxHeaderBytes {
+		t.Errorf("NewHTTPServer: %+v; this suite mirrors %+v", hs, serveGoTimeouts)
 	}
-	for k, v := range want {
-		if got, ok := fields[k]; !ok {
-			t.Errorf("serve.go's http.Server does not set %s", k)
-		} else if got != v {
-			t.Errorf("serve.go sets %s = %s; this suite (serveGoTimeouts) mirrors %s: update both", k, got, v)
-		}
+	if hs.ReadTimeout != 0 || hs.WriteTimeout != 0 {
+		t.Errorf("NewHTTPServer sets server-wide ReadTimeout %v / WriteTimeout %v: both are per request (reloads apply; a long exchange is not cut at a body deadline)", hs.ReadTimeout, hs.WriteTimeout)
 	}
-	if serveGoMaxHeaderBytes != 64<<10 || serveGoTimeouts.ReadHeader != 10*time.Second {
-		t.Error("serveGo* constants drifted from the values checked above")
+	if proxy.DefaultWriteGrace != serveGoTimeouts.Write || config.DefaultBodyReadTimeout != serveGoTimeouts.Read {
+		t.Error("serveGoTimeouts drifted from proxy.DefaultWriteGrace / config.DefaultBodyReadTimeout")
 	}
 }
 

@@ -232,6 +232,8 @@ type opts struct {
 	Keys           bool   // server.api_keys_env set (keyAlpha, keyBeta)
 	RateLimit      string // e.g. "{requests_per_second: 2, burst: 3}"
 	NoPassthrough  bool
+	// SPEC §15 server limits ("": default).
+	BodyReadTimeout, MaxInflight, MaxConnections string
 }
 
 func configYAML(upURL string, o opts) string {
@@ -248,6 +250,11 @@ func configYAML(upURL string, o opts) string {
 	}
 	if o.RateLimit != "" {
 		b.WriteString("  rate_limit: " + o.RateLimit + "\n")
+	}
+	for _, kv := range [][2]string{{"body_read_timeout", o.BodyReadTimeout}, {"max_inflight_bytes", o.MaxInflight}, {"max_connections", o.MaxConnections}} {
+		if kv[1] != "" {
+			b.WriteString("  " + kv[0] + ": " + kv[1] + "\n")
+		}
 	}
 	fmt.Fprintf(&b, `audit:
   sink: none
@@ -343,6 +350,9 @@ func upstreamKeys(u *config.Upstream) string {
 // the given timeouts scaled for tests).
 func newEnv(t *testing.T, upURL string, o opts, hard *hardTimeouts) *env {
 	t.Helper()
+	if hard != nil && o.BodyReadTimeout == "" {
+		o.BodyReadTimeout = hard.Read.String()
+	}
 	rt := load(t, upURL, o)
 	caller := proxy.NewCaller(upstreamKeys)
 	caller.Backoff = 5 * time.Millisecond
@@ -351,11 +361,14 @@ func newEnv(t *testing.T, upURL string, o opts, hard *hardTimeouts) *env {
 	srv := proxy.NewServer(rt, caller, audit.NewWriter(auditBuf), logger)
 	srv.Env = testEnv
 	srv.Swap(rt) // again, now that Env reads the test's keys
+	if hard != nil {
+		srv.WriteGrace = hard.Write
+	}
 	e := &env{t: t, srv: srv, caller: caller, logs: logs, audit: auditBuf, upURL: upURL,
 		client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}}
 	h := srv.Handler(&proxy.Admin{})
 	if hard != nil {
-		e.hard = startHard(t, h, *hard)
+		e.hard = startHard(t, h, *hard, srv.Conns.Listener)
 		e.url = "http://" + e.hard.ln.Addr().String()
 	} else {
 		e.front = httptest.NewServer(h)
@@ -462,15 +475,18 @@ func wantOK(t *testing.T, r *result) {
 
 // ------------------------------------------------------- hardened server
 
-// hardTimeouts are the http.Server limits serve.go sets, scaled down so
-// the tests run in milliseconds rather than seconds.
+// hardTimeouts are the limits serve.go's server has, scaled down so the
+// tests run in milliseconds rather than seconds: ReadHeader and Idle are
+// the http.Server's (proxy.NewHTTPServer), Read is the config's
+// body_read_timeout and Write the Server's WriteGrace past request_timeout
+// (both set per request by proxy.Server.Deadlines).
 type hardTimeouts struct {
 	ReadHeader, Read, Write, Idle time.Duration
 }
 
-// serveGoTimeouts mirror cmd/contractd/serve.go (newHTTPServer) at full
-// scale; TestServeGoHardening checks serve.go still sets each of them.
-var serveGoTimeouts = hardTimeouts{ReadHeader: 10 * time.Second, Read: 60 * time.Second, Write: 150 * time.Second, Idle: 120 * time.Second}
+// serveGoTimeouts are the full-scale values; TestServeGoHardening checks
+// proxy.NewHTTPServer and the config defaults still have them.
+var serveGoTimeouts = hardTimeouts{ReadHeader: 10 * time.Second, Read: 30 * time.Second, Write: 30 * time.Second, Idle: 120 * time.Second}
 
 // serveGoMaxHeaderBytes mirrors serve.go's MaxHeaderBytes.
 const serveGoMaxHeaderBytes = 64 << 10
@@ -483,21 +499,16 @@ type hardServer struct {
 	done chan struct{}
 }
 
-func startHard(t *testing.T, h http.Handler, to hardTimeouts) *hardServer {
+func startHard(t *testing.T, h http.Handler, to hardTimeouts, wrap func(net.Listener) net.Listener) *hardServer {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &hardServer{ln: ln, done: make(chan struct{}), hs: &http.Server{
-		Handler:           h,
-		ReadHeaderTimeout: to.ReadHeader,
-		ReadTimeout:       to.Read,
-		WriteTimeout:      to.Write,
-		IdleTimeout:       to.Idle,
-		MaxHeaderBytes:    serveGoMaxHeaderBytes,
-		ErrorLog:          nil,
-	}}
+	ln = wrap(ln) // max_connections, as serve.go does
+	hs := proxy.NewHTTPServer(h)
+	hs.ReadHeaderTimeout, hs.IdleTimeout = to.ReadHeader, to.Idle
+	s := &hardServer{ln: ln, done: make(chan struct{}), hs: hs}
 	go func() { defer close(s.done); _ = s.hs.Serve(ln) }()
 	return s
 }

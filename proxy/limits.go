@@ -1,0 +1,434 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// SPEC §15: memory and connections are bounded by configuration. This file
+// holds the pieces: the http.Server settings, per-request deadlines taken
+// from the Runtime in force when the request arrived, the connection cap,
+// and the in-flight byte budget request bodies and upstream replies share.
+
+// DefaultWriteGrace is how long past request_timeout a response may take
+// to be written: the 504 that request_timeout produces must still reach
+// the client, and a slow reader gets this long to take a finished answer.
+const DefaultWriteGrace = 30 * time.Second
+
+// busyWait is how long a request waits for room in max_inflight_bytes
+// before it is refused 503 server_busy (SPEC §15).
+const busyWait = time.Second
+
+// NewHTTPServer returns the http.Server contractd serves h with. Only the
+// header read and idle keep-alive are bounded here; body reads and writes
+// get deadlines per request (Deadlines), from the Runtime of that request,
+// so a reload that changes request_timeout or body_read_timeout applies to
+// the next request. A server-wide ReadTimeout would also cut a long
+// exchange short: once the body is read, net/http's background read of the
+// connection fails at that deadline and cancels the request's context.
+func NewHTTPServer(h http.Handler) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second, // slow-header clients
+		IdleTimeout:       120 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          nil,
+	}
+}
+
+// Deadlines sets h's per-request deadlines from the Runtime in force when
+// the request arrived: the body must arrive within body_read_timeout, the
+// response be written within request_timeout plus WriteGrace. The chat
+// and responses edges go through it too (Handler applies it); serve it
+// around every other handler on a contractd listener (the admin one).
+func (s *Server) Deadlines(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		srv := &s.state.Load().rt.Server
+		now := time.Now()
+		rc := http.NewResponseController(w)
+		grace := s.WriteGrace
+		if grace <= 0 {
+			grace = DefaultWriteGrace
+		}
+		_ = rc.SetWriteDeadline(now.Add(srv.RequestTimeout + grace))
+		if r.Body != nil && r.Body != http.NoBody {
+			if rc.SetReadDeadline(now.Add(srv.BodyReadTimeout)) == nil {
+				r.Body = &deadlineBody{ReadCloser: r.Body, rc: rc}
+			}
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// deadlineBody lifts the body's read deadline once the body has been read
+// (or failed): past that point the connection is only watched for the
+// client leaving, which must not fail at the body's deadline.
+type deadlineBody struct {
+	io.ReadCloser
+	rc   *http.ResponseController
+	done bool
+}
+
+func (b *deadlineBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	// Only a body read whole lifts it: after a timeout net/http still
+	// drains what is left, which must stay bounded.
+	if err == io.EOF && !b.done {
+		b.done = true
+		_ = b.rc.SetReadDeadline(time.Time{})
+	}
+	return n, err
+}
+
+// ---------------------------------------------------------- connections
+
+// ConnLimit caps the connections a listener has open at once
+// (server.max_connections). At the cap, Accept waits for one to close:
+// further clients queue in the kernel's backlog rather than each costing
+// a goroutine and buffers. The cap is read at each Accept, so reloads
+// apply.
+type ConnLimit struct {
+	Max  func() int
+	open atomic.Int64
+	mu   sync.Mutex
+	free chan struct{} // closed and replaced when a connection closes
+}
+
+// Open is the number of connections open now.
+func (l *ConnLimit) Open() int64 { return l.open.Load() }
+
+// Listener wraps ln with the cap.
+func (l *ConnLimit) Listener(ln net.Listener) net.Listener {
+	return &limitListener{Listener: ln, l: l, closed: make(chan struct{})}
+}
+
+type limitListener struct {
+	net.Listener
+	l      *ConnLimit
+	once   sync.Once
+	closed chan struct{}
+}
+
+func (ll *limitListener) Accept() (net.Conn, error) {
+	l := ll.l
+	for {
+		l.mu.Lock()
+		if l.free == nil {
+			l.free = make(chan struct{})
+		}
+		if l.open.Load() < int64(max(l.Max(), 1)) {
+			l.open.Add(1)
+			l.mu.Unlock()
+			break
+		}
+		free := l.free
+		l.mu.Unlock()
+		select {
+		case <-free:
+		case <-ll.closed:
+			return nil, net.ErrClosed
+		}
+	}
+	c, err := ll.Listener.Accept()
+	if err != nil {
+		l.release()
+		return nil, err
+	}
+	return &limitConn{Conn: c, l: l}, nil
+}
+
+func (ll *limitListener) Close() error {
+	ll.once.Do(func() { close(ll.closed) })
+	return ll.Listener.Close()
+}
+
+func (l *ConnLimit) release() {
+	l.mu.Lock()
+	l.open.Add(-1)
+	if l.free != nil {
+		close(l.free)
+		l.free = nil
+	}
+	l.mu.Unlock()
+}
+
+type limitConn struct {
+	net.Conn
+	l    *ConnLimit
+	once sync.Once
+}
+
+func (c *limitConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(c.l.release)
+	return err
+}
+
+// --------------------------------------------------------------- budget
+
+// errBusy is a refusal by the in-flight budget: 503 server_busy.
+var errBusy = errors.New("server busy: max_inflight_bytes held")
+
+func busyError() *APIError {
+	return &APIError{Status: http.StatusServiceUnavailable, Type: "server_error", Code: CodeServerBusy, RetryAfter: 1,
+		Message: "the server is holding max_inflight_bytes of request and reply bodies; retry shortly"}
+}
+
+// budget is max_inflight_bytes: request bodies and upstream replies held at
+// once. A hold that does not fit waits up to busyWait for releases, then
+// is refused. A hold larger than the whole budget is let through when
+// nothing else is held, so one body never waits forever.
+type budget struct {
+	mu      sync.Mutex
+	used    int64
+	waiters int
+	wake    chan struct{} // closed and replaced on release while someone waits
+	refused atomic.Int64
+	held    atomic.Int64
+}
+
+// acquire holds n bytes of limit, waiting up to busyWait (and never past
+// ctx). It returns errBusy when no room came, or ctx's error.
+func (b *budget) acquire(ctx context.Context, n, limit int64) error {
+	if n <= 0 {
+		return nil
+	}
+	var timer *time.Timer
+	for {
+		b.mu.Lock()
+		if b.used+n <= limit || b.used == 0 {
+			b.used += n
+			b.held.Store(b.used)
+			b.mu.Unlock()
+			if timer != nil {
+				timer.Stop()
+			}
+			return nil
+		}
+		if b.wake == nil {
+			b.wake = make(chan struct{})
+		}
+		wake := b.wake
+		b.waiters++
+		b.mu.Unlock()
+		if timer == nil {
+			timer = time.NewTimer(busyWait)
+		}
+		var err error
+		select {
+		case <-wake:
+		case <-timer.C:
+			err = errBusy
+		case <-ctx.Done():
+			err = ctx.Err()
+		}
+		b.mu.Lock()
+		b.waiters--
+		b.mu.Unlock()
+		if err != nil {
+			if err == errBusy {
+				b.refused.Add(1)
+			}
+			timer.Stop()
+			return err
+		}
+	}
+}
+
+func (b *budget) release(n int64) {
+	if n <= 0 {
+		return
+	}
+	b.mu.Lock()
+	b.used -= n
+	b.held.Store(b.used)
+	if b.waiters > 0 && b.wake != nil {
+		close(b.wake)
+		b.wake = nil
+	}
+	b.mu.Unlock()
+}
+
+// LimitStats are the SPEC §15 gauges and counter, read at each scrape.
+type LimitStats struct {
+	Connections   int64 // open on listen
+	InflightBytes int64 // held in the budget
+	RefusedBusy   int64 // 503 server_busy so far
+}
+
+// LimitStats reads the limits' state for metrics.
+func (s *Server) LimitStats() LimitStats {
+	return LimitStats{Connections: s.Conns.Open(), InflightBytes: s.inflight.held.Load(), RefusedBusy: s.inflight.refused.Load()}
+}
+
+// ------------------------------------------------------------ body pool
+
+// Request bodies are read into pooled buffers of power-of-two classes,
+// sized by Content-Length, so a body is read once, decoded in place, and
+// its memory reused by the next request instead of left to the GC.
+const (
+	minClassShift = 12 // 4 KiB
+	maxClassShift = 26 // 64 MiB; larger bodies are not pooled
+)
+
+var bodyPools [maxClassShift + 1]sync.Pool
+
+func classOf(n int) int {
+	c := minClassShift
+	for (1 << c) < n {
+		c++
+	}
+	return c
+}
+
+// getBuf returns a buffer of length 0 and capacity at least n.
+func getBuf(n int) []byte {
+	c := classOf(n)
+	if c > maxClassShift {
+		return make([]byte, 0, n)
+	}
+	if p, _ := bodyPools[c].Get().(*[]byte); p != nil {
+		return (*p)[:0]
+	}
+	return make([]byte, 0, 1<<c)
+}
+
+// putBuf returns b to its pool. Nothing may use b afterwards.
+func putBuf(b []byte) {
+	c := cap(b)
+	if c < 1<<minClassShift || c > 1<<maxClassShift || c&(c-1) != 0 {
+		return
+	}
+	b = b[:0]
+	bodyPools[classOf(c)].Put(&b)
+}
+
+// body is a request body held in a pooled buffer and in the budget.
+type body struct {
+	buf  []byte
+	held int64
+}
+
+// readBody reads r's body once, into a pooled buffer sized by its
+// Content-Length, holding its size in the in-flight budget. release gives
+// both back.
+func (s *Server) readBody(ctx context.Context, r *http.Request, limit, budgetLimit int64) (*body, *APIError) {
+	tooLarge := &APIError{Status: http.StatusRequestEntityTooLarge, Type: typeInvalidRequest, Code: CodeRequestTooLarge,
+		Message: "request body is larger than the server's max_body_bytes"}
+	if r.ContentLength > limit {
+		return nil, tooLarge
+	}
+	b, err := s.inflight.read(ctx, r.Body, r.ContentLength, limit, budgetLimit)
+	switch {
+	case err == nil:
+		return b, nil
+	case errors.Is(err, errTooLarge):
+		return nil, tooLarge
+	case errors.Is(err, errBusy):
+		return nil, busyError()
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		// Ended while waiting for room: the client left, or request_timeout.
+		if r.Context().Err() != nil {
+			return nil, &APIError{Status: 499, Type: typeInvalidRequest, Code: CodeClientClosed, Message: "client closed the request"}
+		}
+		return nil, &APIError{Status: http.StatusGatewayTimeout, Type: "server_error", Code: CodeRequestTimeout,
+			Message: "request_timeout passed waiting for room in max_inflight_bytes"}
+	}
+	// A read error cancels the request's context in net/http whatever its
+	// cause, so the error itself tells a timeout from a client that left.
+	return nil, bodyReadError(err)
+}
+
+var errTooLarge = errors.New("body larger than its limit")
+
+// read reads rd whole into a pooled buffer, holding its size in the
+// budget while it is held: size bytes at once when known (net/http and the
+// transport stop a body at its Content-Length), else starting small and
+// doubling, never past limit+1 bytes (one more than allowed tells
+// errTooLarge). A buffer that cannot be held within busyWait is errBusy.
+func (bg *budget) read(ctx context.Context, rd io.Reader, size, limit, budgetLimit int64) (*body, error) {
+	b := &body{}
+	hold := func(n int64) error {
+		if err := bg.acquire(ctx, n-b.held, budgetLimit); err != nil {
+			return err
+		}
+		b.held = n
+		return nil
+	}
+	fail := func(err error) (*body, error) {
+		bg.drop(b)
+		return nil, err
+	}
+	if size >= 0 {
+		if size > limit {
+			return nil, errTooLarge
+		}
+		if err := hold(size); err != nil {
+			return nil, err
+		}
+		b.buf = getBuf(int(size))[:size]
+		_, err := io.ReadFull(rd, b.buf)
+		if err == nil { // see the end (io.EOF at once): it lifts the read deadline
+			var one [1]byte
+			var n int
+			n, err = rd.Read(one[:])
+			if n > 0 {
+				err = errTooLarge // more than announced: cannot come from net/http
+			}
+		}
+		if err != io.EOF {
+			return fail(err)
+		}
+		return b, nil
+	}
+	first := min(limit+1, 32<<10)
+	if err := hold(first); err != nil {
+		return nil, err
+	}
+	b.buf = getBuf(int(first))
+	for {
+		end := min(cap(b.buf), int(limit)+1)
+		if len(b.buf) == end {
+			next := min(int64(cap(b.buf))*2, limit+1)
+			if err := hold(next); err != nil {
+				return fail(err)
+			}
+			nb := append(getBuf(int(next)), b.buf...)
+			putBuf(b.buf)
+			b.buf = nb
+			end = min(cap(b.buf), int(limit)+1)
+		}
+		n, err := rd.Read(b.buf[len(b.buf):end])
+		b.buf = b.buf[:len(b.buf)+n]
+		if int64(len(b.buf)) > limit {
+			return fail(errTooLarge)
+		}
+		if err == io.EOF {
+			return b, nil
+		}
+		if err != nil {
+			return fail(err)
+		}
+	}
+}
+
+// drop gives a body's buffer and budget back. Nothing may use the body's
+// bytes afterwards.
+func (bg *budget) drop(b *body) {
+	if b == nil {
+		return
+	}
+	bg.release(b.held)
+	b.held = 0
+	putBuf(b.buf)
+	b.buf = nil
+}
+
+// release gives a request body's buffer and budget back.
+func (s *Server) release(b *body) { s.inflight.drop(b) }

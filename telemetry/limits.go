@@ -1,0 +1,58 @@
+package telemetry
+
+import (
+	"context"
+
+	"go.opentelemetry.io/otel/metric"
+)
+
+// SPEC §15's limits as metrics.
+const (
+	MetricConnectionsOpen = "contractd_connections_open"
+	MetricInflightBytes   = "contractd_inflight_bytes"
+	MetricServerBusy      = "contractd_server_busy_total"
+	MetricMemoryLimit     = "contractd_memory_limit_bytes"
+)
+
+// LimitStats is what LimitMetrics reads at each scrape.
+type LimitStats struct {
+	Connections   int64 // open on listen
+	InflightBytes int64 // request bodies and upstream replies held
+	RefusedBusy   int64 // requests refused 503 server_busy so far
+	MemoryLimit   int64 // Go's soft memory limit in force, 0 for none
+}
+
+// LimitMetrics registers the connection, in-flight and busy instruments,
+// read from stats at each scrape.
+func (t *Telemetry) LimitMetrics(stats func() LimitStats) error {
+	m := t.mp.Meter(ScopeName)
+	conns, err := m.Int64ObservableGauge(MetricConnectionsOpen,
+		metric.WithDescription("Connections open on listen (server.max_connections caps them; the admin listener is not counted)."), metric.WithUnit("{connection}"))
+	if err != nil {
+		return err
+	}
+	inflight, err := m.Int64ObservableGauge(MetricInflightBytes,
+		metric.WithDescription("Request bodies and upstream replies held at once (server.max_inflight_bytes caps them)."), metric.WithUnit("By"))
+	if err != nil {
+		return err
+	}
+	busy, err := m.Int64ObservableCounter(MetricServerBusy,
+		metric.WithDescription("Requests refused 503 server_busy: no room in max_inflight_bytes within 1 s."), metric.WithUnit("{request}"))
+	if err != nil {
+		return err
+	}
+	limit, err := m.Int64ObservableGauge(MetricMemoryLimit,
+		metric.WithDescription("Go's soft memory limit in force (server.memory_limit or GOMEMLIMIT); 0: none."), metric.WithUnit("By"))
+	if err != nil {
+		return err
+	}
+	_, err = m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		s := stats()
+		o.ObserveInt64(conns, s.Connections)
+		o.ObserveInt64(inflight, s.InflightBytes)
+		o.ObserveInt64(busy, s.RefusedBusy)
+		o.ObserveInt64(limit, s.MemoryLimit)
+		return nil
+	}, conns, inflight, busy, limit)
+	return err
+}
