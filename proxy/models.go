@@ -1,8 +1,11 @@
 package proxy
 
 import (
+	"encoding/json"
 	"net/http"
 	"time"
+
+	"github.com/contractd/contractd/config"
 )
 
 type modelObject struct {
@@ -12,12 +15,30 @@ type modelObject struct {
 	OwnedBy string `json:"owned_by"`
 }
 
+// modelDetail is GET /v1/models/{route}: the model object with the
+// contract the route enforces (null on passthrough routes), so a typed
+// client can build its schema from the one contractd checks (SPEC §14).
+type modelDetail struct {
+	modelObject
+	Contract *modelContract `json:"contract"`
+}
+
+type modelContract struct {
+	Name   string          `json:"name"`
+	SHA256 string          `json:"sha256"`
+	Schema json.RawMessage `json:"schema"` // as {{ schema }} prints it: compact, keys in file order
+}
+
 type modelList struct {
 	Object string        `json:"object"`
 	Data   []modelObject `json:"data"`
 }
 
 var started = time.Now().Unix()
+
+func routeModel(name string) modelObject {
+	return modelObject{ID: name, Object: "model", Created: started, OwnedBy: "contractd"}
+}
 
 // models lists routes as OpenAI model objects; /r/{route}/v1/models lists
 // that route only.
@@ -31,15 +52,47 @@ func (s *Server) models(w http.ResponseWriter, r *http.Request) {
 	list := modelList{Object: "list", Data: []modelObject{}}
 	if name := r.PathValue("route"); name != "" {
 		if st.rt.Routes[name] == nil {
-			writeError(w, &APIError{Status: http.StatusNotFound, Type: typeInvalidRequest, Code: CodeModelNotFound,
-				Param: strPtr("model"), Message: "unknown route " + quoteForMessage(name)})
+			writeError(w, unknownModel(name))
 			return
 		}
-		list.Data = append(list.Data, modelObject{ID: name, Object: "model", Created: started, OwnedBy: "contractd"})
+		list.Data = append(list.Data, routeModel(name))
 	} else {
 		for _, rt := range st.rt.RouteList {
-			list.Data = append(list.Data, modelObject{ID: rt.Name, Object: "model", Created: started, OwnedBy: "contractd"})
+			list.Data = append(list.Data, routeModel(rt.Name))
 		}
 	}
 	writeJSON(w, http.StatusOK, list)
+}
+
+// model serves GET /v1/models/{model} and /r/{route}/v1/models/{model}
+// (the SDKs' models.retrieve). Under /r/{route}/ only that route exists.
+func (s *Server) model(w http.ResponseWriter, r *http.Request) {
+	st := s.state.Load()
+	w.Header().Set("X-Request-Id", newRequestID())
+	if _, aerr := s.authenticate(st, r); aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	name := r.PathValue("model")
+	route := st.rt.Routes[name]
+	if pin := r.PathValue("route"); route == nil || (pin != "" && pin != name) {
+		writeError(w, unknownModel(name))
+		return
+	}
+	writeJSON(w, http.StatusOK, modelDetail{modelObject: routeModel(name), Contract: contractOf(route)})
+}
+
+// contractOf is the contract a route enforces as GET /v1/models/{route}
+// shows it, nil for a passthrough route.
+func contractOf(route *config.Route) *modelContract {
+	if route.Passthrough || route.Contract == nil {
+		return nil
+	}
+	k := route.Contract
+	return &modelContract{Name: k.Name, SHA256: k.SHA256, Schema: json.RawMessage(k.Schema.JSON())}
+}
+
+func unknownModel(name string) *APIError {
+	return &APIError{Status: http.StatusNotFound, Type: typeInvalidRequest, Code: CodeModelNotFound,
+		Param: strPtr("model"), Message: "unknown route " + quoteForMessage(name)}
 }

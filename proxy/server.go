@@ -109,6 +109,8 @@ func (s *Server) Handler(admin http.Handler) http.Handler {
 	mux.HandleFunc("POST /r/{route}/v1/responses", s.responses)
 	mux.HandleFunc("GET /v1/models", s.models)
 	mux.HandleFunc("GET /r/{route}/v1/models", s.models)
+	mux.HandleFunc("GET /v1/models/{model}", s.model)
+	mux.HandleFunc("GET /r/{route}/v1/models/{model}", s.model)
 	mux.HandleFunc("GET /v1/reviews/{id}", s.getReview)
 	if admin != nil {
 		mux.Handle("GET /healthz", admin)

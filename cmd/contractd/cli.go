@@ -34,6 +34,7 @@ commands:
                                                         judge a saved model output offline
   render    [-c FILE] --route NAME [--input FILE] [--attempt N]
                                                         print the upstream request body of attempt N
+  schema    [-c FILE] --route NAME                      print the JSON Schema the route's contract enforces
   version                                               print the version
 
 The config is -c FILE, else $CONTRACTD_CONFIG, else ./contractd.yaml.
@@ -53,6 +54,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return cmdCheck(args[1:], stdout, stderr)
 	case "render":
 		return cmdRender(args[1:], stdout, stderr)
+	case "schema":
+		return cmdSchema(args[1:], stdout, stderr)
 	case "version", "--version", "-v":
 		fmt.Fprintln(stdout, "contractd", buildVersion())
 		return exitOK

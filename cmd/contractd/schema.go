@@ -1,0 +1,43 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+)
+
+// cmdSchema prints the JSON Schema a route enforces: the document GET
+// /v1/models/{route} returns as contract.schema, indented (keys in file
+// order), for building a client's typed schema from it (SPEC §14).
+func cmdSchema(args []string, stdout, stderr io.Writer) int {
+	fs, cfg := newFlags("schema", stderr)
+	routeName := fs.String("route", "", "route whose contract schema to print")
+	if pos, err := parseInterleaved(fs, args); err != nil || len(pos) > 0 || *routeName == "" {
+		if err == nil {
+			fmt.Fprintln(stderr, "contractd schema: --route NAME is required; no positional arguments")
+		}
+		return exitUsage
+	}
+	rt, ok := loadForTool("schema", *cfg, stderr)
+	if !ok {
+		return exitUsage
+	}
+	route := rt.Routes[*routeName]
+	switch {
+	case route == nil:
+		fmt.Fprintf(stderr, "contractd schema: unknown route %q\n", *routeName)
+		return exitUsage
+	case route.Passthrough || route.Contract == nil:
+		fmt.Fprintf(stderr, "contractd schema: route %q is a passthrough route: it has no contract\n", *routeName)
+		return exitUsage
+	}
+	var out bytes.Buffer
+	if err := json.Indent(&out, route.Contract.Schema.JSON(), "", "  "); err != nil {
+		fmt.Fprintf(stderr, "contractd schema: %v\n", err)
+		return exitProblem
+	}
+	out.WriteByte('\n')
+	_, _ = stdout.Write(out.Bytes())
+	return exitOK
+}
