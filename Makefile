@@ -49,7 +49,7 @@ bench-engine:
 bench-review:
 	$(GO) test -c -o bin/proxy.test ./proxy/
 	cd proxy && for i in 1 2 3 4 5; do ../bin/proxy.test -test.run '^$$' -test.bench 'ReviewPath$$' -test.benchtime 3000x; ../bin/proxy.test -test.run '^$$' -test.bench ReviewPathPaced -test.benchtime 2000x; done
-	$(GO) test -run '^$$' -bench SQLiteCreate -benchtime 3000x -count 5 ./review/
+	$(GO) test -run '^$$' -bench 'SQLiteCreate|PostgresCreate' -benchtime 3000x -count 5 ./review/
 
 # Side by side: the mock upstream directly, a bare proxy hop, and contractd
 # validating, at concurrency 1/16/64; then the engine and review benchmarks.

@@ -20,14 +20,14 @@ import (
 )
 
 // BenchmarkReviewPath measures what storing a needs_review item costs: the
-// same requests with review.store sqlite and none, at concurrency 16
+// same requests with review.store sqlite, postgres and none, at concurrency 16
 // (SetParallelism(8) on 2 cores), reporting p50/p99 per request. The valid
 // path is measured too: it must not touch the store at all.
 //
 //	go test -run '^$' -bench ReviewPath -count 5 ./proxy/
 func BenchmarkReviewPath(b *testing.B) {
 	for _, path := range []string{"needs_review", "valid"} {
-		for _, store := range []string{"none", "sqlite"} {
+		for _, store := range []string{"none", "sqlite", "postgres"} {
 			b.Run(path+"/"+store, func(b *testing.B) { benchReview(b, path, store, 0) })
 		}
 	}
@@ -43,7 +43,7 @@ func BenchmarkReviewPath(b *testing.B) {
 //	go test -run '^$' -bench ReviewPathPaced -benchtime 2000x ./proxy/
 func BenchmarkReviewPathPaced(b *testing.B) {
 	for _, path := range []string{"needs_review", "valid"} {
-		for _, store := range []string{"none", "sqlite"} {
+		for _, store := range []string{"none", "sqlite", "postgres"} {
 			b.Run(path+"/"+store, func(b *testing.B) { benchReview(b, path, store, pacedRate) })
 		}
 	}
@@ -71,6 +71,19 @@ func benchReview(b *testing.B, path, store string, rate int) {
 		q := NewReviewQueue(context.Background(), func(ctx context.Context) (review.Store, error) {
 			return review.OpenSQLite(ctx, filepath.Join(dir, "reviews.db"))
 		}, filepath.Join(dir, "review-spool.jsonl"), nil)
+		defer q.Close()
+		srv.Reviews = q
+	}
+	if store == "postgres" {
+		// A fresh schema on the test server (scripts/postgres.sh: local,
+		// fsync on, default synchronous_commit), sharing the 2 cores.
+		dsn := testkit.PostgresDSN(b)
+		q := NewReviewQueue(context.Background(), func(ctx context.Context) (review.Store, error) {
+			return review.OpenPostgres(ctx, dsn, review.PostgresOptions{})
+		}, filepath.Join(b.TempDir(), "review-spool.jsonl"), nil)
+		if q.Store() == nil {
+			b.Fatal("postgres store did not open")
+		}
 		defer q.Close()
 		srv.Reviews = q
 	}

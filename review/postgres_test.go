@@ -3,9 +3,11 @@ package review_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -199,4 +201,28 @@ func TestPostgresErrorsHideThePassword(t *testing.T) {
 			t.Fatalf("error carries the password: %v", err)
 		}
 	}
+}
+
+// BenchmarkPostgresCreate is one needs_review item's write on the
+// PostgreSQL store, 16 writers at once (the pool's connections commit in
+// parallel; the server groups their WAL flushes).
+func BenchmarkPostgresCreate(b *testing.B) {
+	s, err := review.OpenPostgres(context.Background(), testkit.PostgresDSN(b), review.PostgresOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	var n atomic.Int64
+	now := time.Now()
+	b.SetParallelism(8)
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			it := storetest.NewItem(fmt.Sprint("r", n.Add(1)), "a", now)
+			if _, err := s.Create(context.Background(), it, false); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
 }
