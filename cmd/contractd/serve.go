@@ -77,27 +77,18 @@ func loadServable(path string) (*config.Runtime, error) {
 // spooled and the queue keeps trying.
 func openReviews(ctx context.Context, rt *config.Runtime, logger *slog.Logger) (*proxy.ReviewQueue, error) {
 	rc := rt.Review
-	var open func(context.Context) (review.Store, error)
-	var hub *review.Hub
-	switch rc.Store {
-	case "none":
+	if rc.Store == "none" {
 		return nil, nil
-	case "sqlite":
-		open = func(ctx context.Context) (review.Store, error) { return review.OpenSQLite(ctx, rc.Path) }
-	case "postgres":
+	}
+	var hub *review.Hub
+	if rc.Store == "postgres" {
 		// Resolutions on any replica reach this replica's waiters through
-		// the store's LISTEN connection. The DSN is read here and never
-		// logged; the store's errors redact its password.
+		// the store's LISTEN connection.
 		hub = review.NewHub()
-		dsn := os.Getenv(rc.DSNEnv)
-		open = func(ctx context.Context) (review.Store, error) {
-			if dsn == "" {
-				return nil, fmt.Errorf("review store: %s is empty", rc.DSNEnv)
-			}
-			return review.OpenPostgres(ctx, dsn, review.PostgresOptions{Hub: hub})
-		}
-	default:
-		return nil, fmt.Errorf("review.store %q is not available in this build (use sqlite, postgres or none)", rc.Store)
+	}
+	open, err := storeOpener(rc, hub)
+	if err != nil {
+		return nil, err
 	}
 	q := proxy.NewReviewQueue(ctx, open, rc.SpoolPath, logger)
 	if hub != nil {
@@ -106,6 +97,27 @@ func openReviews(ctx context.Context, rt *config.Runtime, logger *slog.Logger) (
 	q.Retention = rc.Retention
 	q.Webhook = rc.Webhook != nil
 	return q, nil
+}
+
+// storeOpener is how the configured review store opens (serve and
+// replay --reviews share it). hub, for postgres, is told of resolutions
+// made by any replica (nil: no LISTEN connection).
+func storeOpener(rc config.ReviewSettings, hub *review.Hub) (func(context.Context) (review.Store, error), error) {
+	switch rc.Store {
+	case "sqlite":
+		return func(ctx context.Context) (review.Store, error) { return review.OpenSQLite(ctx, rc.Path) }, nil
+	case "postgres":
+		// The DSN is read here and never logged; the store's errors
+		// redact its password.
+		dsn := os.Getenv(rc.DSNEnv)
+		return func(ctx context.Context) (review.Store, error) {
+			if dsn == "" {
+				return nil, fmt.Errorf("review store: %s is empty", rc.DSNEnv)
+			}
+			return review.OpenPostgres(ctx, dsn, review.PostgresOptions{Hub: hub})
+		}, nil
+	}
+	return nil, fmt.Errorf("review.store %q is not available in this build (use sqlite, postgres or none)", rc.Store)
 }
 
 // newLogger logs at level, which a reload may change.
