@@ -35,6 +35,8 @@ commands:
   render    [-c FILE] --route NAME [--input FILE] [--attempt N]
                                                         print the upstream request body of attempt N
   schema    [-c FILE] --route NAME                      print the JSON Schema the route's contract enforces
+  replay    [-c FILE] (--reviews | --audit FILE) [--route NAME] [--since DURATION|RFC3339] [--live] [--json]
+                                                        judge stored outputs again under the config
   version                                               print the version
 
 The config is -c FILE, else $CONTRACTD_CONFIG, else ./contractd.yaml.
@@ -56,6 +58,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return cmdRender(args[1:], stdout, stderr)
 	case "schema":
 		return cmdSchema(args[1:], stdout, stderr)
+	case "replay":
+		return cmdReplay(ctx, args[1:], stdout, stderr)
 	case "version", "--version", "-v":
 		fmt.Fprintln(stdout, "contractd", buildVersion())
 		return exitOK

@@ -1,6 +1,6 @@
 // Command contractd is an OpenAI-compatible reverse proxy that enforces
 // prompt contracts in-line, plus the offline tools that share its engine
-// (validate, check, render, schema).
+// (validate, check, render, schema, replay).
 package main
 
 import (

@@ -1,0 +1,143 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func runCmd(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := run(context.Background(), args, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+// TestReplayExample is the worked example of docs/replay.md: the approved
+// outputs exported into examples/replay-ci replay clean under the current
+// config (exit 0), and the pull request's tightened schema makes replay
+// exit 1 naming the approved outputs it would reject (expected-pr.txt).
+func TestReplayExample(t *testing.T) {
+	dir := filepath.Join("..", "..", "examples", "replay-ci")
+	approved := filepath.Join(dir, "approved.jsonl")
+	code, out, errb := runCmd(t, "replay", "-c", filepath.Join(dir, "contractd.yaml"), "--audit", approved)
+	if code != 0 || !strings.Contains(out, "offline replay: no regression") || strings.Contains(out, " -> ") {
+		t.Fatalf("current config: exit %d\n%s%s", code, out, errb)
+	}
+	code, out, errb = runCmd(t, "replay", "-c", filepath.Join(dir, "tightened.yaml"), "--audit", approved)
+	want, err := os.ReadFile(filepath.Join(dir, "expected-pr.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code != 1 || out != string(want) || errb != "" {
+		t.Fatalf("tightened: exit %d, want 1\nstdout:\n%s\nwant:\n%s\nstderr:\n%s", code, out, want, errb)
+	}
+	for _, id := range []string{"req_7d21e6b0c9a84f13b5d2e7a0#approved", "req_a6e0d4c2b8f1937e5a2c0d4b#approved"} {
+		if !strings.Contains(out, id+" triage approved -> invalid: maxLength at /summary") {
+			t.Errorf("the regression does not name %s", id)
+		}
+	}
+	// --json: every item, then the summary.
+	code, out, _ = runCmd(t, "replay", "-c", filepath.Join(dir, "tightened.yaml"), "--audit", approved, "--json")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if code != 1 || len(lines) != 7 {
+		t.Fatalf("--json: exit %d, %d lines\n%s", code, len(lines), out)
+	}
+	var sum struct {
+		Summary struct {
+			Regressed bool `json:"regressed"`
+			Total     struct {
+				Items        int `json:"items"`
+				NewlyInvalid int `json:"newly_invalid"`
+			} `json:"total"`
+		} `json:"summary"`
+	}
+	if err := json.Unmarshal([]byte(lines[6]), &sum); err != nil || !sum.Summary.Regressed || sum.Summary.Total.Items != 6 || sum.Summary.Total.NewlyInvalid != 2 {
+		t.Fatalf("summary line %s: %v", lines[6], err)
+	}
+}
+
+// TestReplayUsage: usage and config errors exit 2 with a message on
+// stderr and nothing on stdout; a config that does not validate prints the
+// validate messages.
+func TestReplayUsage(t *testing.T) {
+	dir := t.TempDir()
+	example := filepath.Join("..", "..", "examples", "replay-ci")
+	cfg := filepath.Join(example, "contractd.yaml")
+	approved := filepath.Join(example, "approved.jsonl")
+	bad := filepath.Join(dir, "bad.yaml")
+	if err := os.WriteFile(bad, []byte("contracts:\n  - name: k\n    schema: {type: object, properties: {a: {$ref: 'https://example.com/x.json'}}}\nroutes:\n  - {name: r, upstream: nope, model: m, prompt: p, contract: k, temperature: 0}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var validateOut bytes.Buffer
+	if code := run(context.Background(), []string{"validate", "-c", bad}, &validateOut, &bytes.Buffer{}); code != 1 {
+		t.Fatalf("validate exit %d", code)
+	}
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no source", []string{"-c", cfg}, "give exactly one source"},
+		{"both sources", []string{"-c", cfg, "--reviews", "--audit", approved}, "give exactly one source"},
+		{"extra argument", []string{"-c", cfg, "--audit", approved, "x"}, `unexpected argument "x"`},
+		{"unknown route", []string{"-c", cfg, "--audit", approved, "--route", "nope"}, `--route "nope": not a contract route`},
+		{"bad since", []string{"-c", cfg, "--audit", approved, "--since", "yesterday"}, "--since yesterday: want a duration"},
+		{"missing audit", []string{"-c", cfg, "--audit", filepath.Join(dir, "none.jsonl")}, "none.jsonl: no such file"},
+		{"invalid config", []string{"-c", bad, "--audit", approved}, "does not validate"},
+		{"no store", []string{"-c", writeTemp(t, dir, "nostore.yaml", "review: {store: none}\ncontracts:\n  - {name: k, schema: {type: object}}\n"), "--reviews"}, "review.store is none"},
+		{"live without key", []string{"-c", cfg, "--audit", approved, "--live"}, "OPENAI_API_KEY (api_key_env) is not set"},
+		{"bad concurrency", []string{"-c", cfg, "--audit", approved, "--live", "--concurrency", "0"}, "--concurrency must be at least 1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.name == "live without key" {
+				t.Setenv("OPENAI_API_KEY", "")
+				os.Unsetenv("OPENAI_API_KEY")
+			}
+			code, out, errb := runCmd(t, append([]string{"replay"}, tc.args...)...)
+			if code != 2 || out != "" || !strings.Contains(errb, tc.want) {
+				t.Fatalf("exit %d, want 2; stdout %q; stderr lacks %q:\n%s", code, out, tc.want, errb)
+			}
+			if tc.name == "invalid config" {
+				for _, l := range strings.Split(strings.TrimSpace(validateOut.String()), "\n") {
+					if !strings.Contains(errb, l) {
+						t.Errorf("stderr lacks the validate message %q:\n%s", l, errb)
+					}
+				}
+			}
+		})
+	}
+}
+
+func writeTemp(t *testing.T, dir, name, content string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestParseSince(t *testing.T) {
+	now := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
+	for in, want := range map[string]time.Time{
+		"24h":                  now.Add(-24 * time.Hour),
+		"90m":                  now.Add(-90 * time.Minute),
+		"2026-11-20T10:00:00Z": time.Date(2026, 11, 20, 10, 0, 0, 0, time.UTC),
+	} {
+		got, err := parseSince(in, now)
+		if err != nil || !got.Equal(want) {
+			t.Errorf("%s: %v %v, want %v", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "-1h", "yesterday", "2026-11-20"} {
+		if _, err := parseSince(in, now); err == nil {
+			t.Errorf("%q: no error", in)
+		}
+	}
+}
