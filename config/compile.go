@@ -137,8 +137,8 @@ func (c *compiler) server() {
 			c.ps.add("server.admin_keys_env", "environment variable %s is not set", e.v)
 		}
 	}
-	if rl := s.RateLimit; rl != nil && (rl.RequestsPerSecond <= 0 || rl.Burst < 0) {
-		c.ps.add("server.rate_limit", "requests_per_second must be positive and burst not negative")
+	if s.RateLimit != nil {
+		out.RateLimit = c.rateLimit(*s.RateLimit)
 	}
 	switch strings.ToLower(out.LogLevel) {
 	case "", "debug", "info", "warn", "error":
@@ -222,6 +222,39 @@ func ParseSize(v string) (int64, error) {
 		return 0, fmt.Errorf("bad size %q", v)
 	}
 	return int64(f * float64(mul)), nil
+}
+
+// rateLimit applies the defaults to server.rate_limit. The Redis URL is
+// checked for its scheme only (it may hold a password: never echoed).
+func (c *compiler) rateLimit(rl RateLimit) *RateLimit {
+	if rl.RequestsPerSecond <= 0 || rl.Burst < 0 {
+		c.ps.add("server.rate_limit", "requests_per_second must be positive and burst not negative")
+	}
+	switch rl.Store {
+	case "":
+		rl.Store = "memory"
+		fallthrough
+	case "memory":
+		if rl.RedisURLEnv != "" {
+			c.ps.add("server.rate_limit.redis_url_env", "redis_url_env is only used with store: redis")
+		}
+	case "redis":
+		if rl.RedisURLEnv == "" {
+			rl.RedisURLEnv = DefaultRedisURLEnv
+		}
+		const key = "server.rate_limit.redis_url_env"
+		switch u, err := url.Parse(os.Getenv(rl.RedisURLEnv)); {
+		case !envNameRE.MatchString(rl.RedisURLEnv):
+			c.ps.add(key, "%q is not an environment variable name", rl.RedisURLEnv)
+		case !c.hasEnv(rl.RedisURLEnv):
+			c.ps.add(key, "environment variable %s is not set", rl.RedisURLEnv)
+		case err != nil || (u.Scheme != "redis" && u.Scheme != "rediss" && u.Scheme != "unix"):
+			c.ps.add(key, "environment variable %s does not hold a redis://, rediss:// or unix:// URL", rl.RedisURLEnv)
+		}
+	default:
+		c.ps.add("server.rate_limit.store", "unknown store %q (memory, redis)", rl.Store)
+	}
+	return &rl
 }
 
 func (c *compiler) audit() {

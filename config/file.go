@@ -55,10 +55,13 @@ type Server struct {
 	LogLevel        string        `yaml:"log_level"`
 }
 
-// RateLimit is a per-client-key token bucket.
+// RateLimit is a per-client-key token bucket, kept in this process
+// (store: memory) or in Redis, shared by every replica (store: redis).
 type RateLimit struct {
 	RequestsPerSecond float64 `yaml:"requests_per_second"`
 	Burst             int     `yaml:"burst"`
+	Store             string  `yaml:"store"`
+	RedisURLEnv       string  `yaml:"redis_url_env"`
 }
 
 type Audit struct {

@@ -34,8 +34,8 @@ type ServerSettings struct {
 	MaxBodyBytes    int64
 	RequestTimeout  time.Duration
 	APIKeysEnv      string
-	AdminKeysEnv    string // "" or unset: the admin endpoints follow the client-key rule
-	RateLimit       *RateLimit
+	AdminKeysEnv    string     // "" or unset: the admin endpoints follow the client-key rule
+	RateLimit       *RateLimit // nil: no rate limit; Store is memory or redis
 	ShutdownTimeout time.Duration
 	LogLevel        string
 	// SPEC §15.
@@ -128,5 +128,6 @@ const (
 	DefaultReviewRetention  = 720 * time.Hour
 	DefaultDedupeWindow     = 60 * time.Second
 	DefaultReviewDSNEnv     = "CONTRACTD_REVIEW_DSN"
+	DefaultRedisURLEnv      = "CONTRACTD_REDIS_URL"
 	ReviewSpoolFile         = "review-spool.jsonl"
 )

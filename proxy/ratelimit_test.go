@@ -2,45 +2,289 @@ package proxy
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"log/slog"
 	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/contractd/contractd/config"
+	"github.com/contractd/contractd/internal/testkit"
+	"github.com/redis/go-redis/v9"
 )
 
-func TestRateLimiter(t *testing.T) {
-	var l rateLimiter
-	// Clients are authenticated key indexes; -1 is "auth off" (shared).
-	req := func(key string) int { return map[string]int{"a": 0, "b": 1}[key] }
-	if l.allow(req("a")) != nil {
-		t.Fatal("no config: everything allowed")
+// limiterFor is a limiter on store ("memory" or "redis", on the test
+// binary's shared Redis), configured with rate and burst.
+func limiterFor(t *testing.T, store string, rate float64, burst int) *rateLimiter {
+	t.Helper()
+	l := &rateLimiter{}
+	l.configure(rateCfg(t, store, rate, burst), testRedisEnv(t))
+	t.Cleanup(l.close)
+	return l
+}
+
+func rateCfg(t *testing.T, store string, rate float64, burst int) *config.RateLimit {
+	c := &config.RateLimit{RequestsPerSecond: rate, Burst: burst, Store: store}
+	if store == "redis" {
+		c.RedisURLEnv = "RL_TEST_REDIS_URL"
 	}
-	l.configure(&config.RateLimit{RequestsPerSecond: 0.5, Burst: 2})
-	for i := 0; i < 2; i++ {
-		if e := l.allow(req("a")); e != nil {
-			t.Fatalf("burst request %d refused: %v", i, e)
+	return c
+}
+
+func testRedisEnv(t *testing.T) func(string) string {
+	url := testkit.RedisURL(t)
+	return func(string) string { return url }
+}
+
+// clientID is a fresh client for this test: buckets in the shared Redis
+// outlive a test, and names must not collide between tests or runs.
+func clientID(t *testing.T) string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+func TestRateLimiter(t *testing.T) {
+	for _, store := range []string{"memory", "redis"} {
+		t.Run(store, func(t *testing.T) {
+			var off rateLimiter
+			if off.allow(context.Background(), "a") != nil {
+				t.Fatal("no config: everything allowed")
+			}
+			l := limiterFor(t, store, 0.5, 2)
+			a, b := clientID(t), clientID(t)
+			for i := 0; i < 2; i++ {
+				if e := l.allow(context.Background(), a); e != nil {
+					t.Fatalf("burst request %d refused: %v", i, e)
+				}
+			}
+			e := l.allow(context.Background(), a)
+			// One token every 2 s: the next is 2 s away (ceil of a bit less).
+			if e == nil || e.Status != 429 || e.Type != typeRateLimit || e.Code != CodeRateLimitExceeded || e.RetryAfter != 2 {
+				t.Fatalf("over the burst: %+v", e)
+			}
+			if l.allow(context.Background(), b) != nil {
+				t.Error("keys have separate buckets")
+			}
+			w := httptest.NewRecorder()
+			writeError(w, e)
+			if w.Code != 429 || w.Header().Get("Retry-After") != "2" {
+				t.Errorf("429 without Retry-After: %d %v", w.Code, w.Header())
+			}
+			var body struct {
+				Error struct{ Type, Code, Message string }
+			}
+			if err := json.Unmarshal(w.Body.Bytes(), &body); err != nil || body.Error.Type != "rate_limit_error" ||
+				body.Error.Code != "rate_limit_exceeded" || body.Error.Message != "rate limit exceeded; retry later" {
+				t.Errorf("429 body %s", w.Body)
+			}
+			// A reload: memory buckets start over; shared ones must not
+			// (another replica still holds them).
+			l.configure(rateCfg(t, store, 0.5, 2), testRedisEnv(t))
+			e = l.allow(context.Background(), a)
+			if reset := e == nil; reset != (store == "memory") {
+				t.Errorf("after a reload: %+v (reset expected: %v)", e, store == "memory")
+			}
+			// Without auth all clients share one bucket.
+			l.configure(rateCfg(t, store, 0.5, 1), testRedisEnv(t))
+			if store == "redis" {
+				flushShared(t)
+			}
+			if l.allow(context.Background(), "") != nil || l.allow(context.Background(), "") == nil {
+				t.Error("without auth all clients share one bucket")
+			}
+		})
+	}
+}
+
+// TestRateLimiterRefill: a table of (rate, burst) run on both stores; each
+// refills at its rate and never beyond its burst.
+func TestRateLimiterRefill(t *testing.T) {
+	for _, store := range []string{"memory", "redis"} {
+		for _, tc := range []struct {
+			rate       float64
+			burst      int
+			wantBurst  int           // allowed back to back
+			sleep      time.Duration // then
+			wantRefill int           // allowed after the sleep
+			retryAfter int           // Retry-After once empty
+		}{
+			{rate: 10, burst: 3, wantBurst: 3, sleep: 220 * time.Millisecond, wantRefill: 2, retryAfter: 1},
+			{rate: 20, burst: 0, wantBurst: 1, sleep: 120 * time.Millisecond, wantRefill: 1, retryAfter: 1},  // burst 0 is 1
+			{rate: 100, burst: 2, wantBurst: 2, sleep: 300 * time.Millisecond, wantRefill: 2, retryAfter: 1}, // capped at burst
+			{rate: 0.2, burst: 1, wantBurst: 1, sleep: 0, wantRefill: 0, retryAfter: 5},
+		} {
+			t.Run(fmt.Sprintf("%s/rate=%g,burst=%d", store, tc.rate, tc.burst), func(t *testing.T) {
+				l := limiterFor(t, store, tc.rate, tc.burst)
+				c := clientID(t)
+				take := func() (n int, last *APIError) {
+					for i := 0; i < 10; i++ {
+						if last = l.allow(context.Background(), c); last != nil {
+							return n, last
+						}
+						n++
+					}
+					return n, nil
+				}
+				n, e := take()
+				if n != tc.wantBurst || e == nil || e.RetryAfter != tc.retryAfter {
+					t.Fatalf("back to back: %d allowed then %+v; want %d then Retry-After %d", n, e, tc.wantBurst, tc.retryAfter)
+				}
+				t0 := time.Now()
+				time.Sleep(tc.sleep)
+				n, _ = take()
+				// A slow machine may sleep longer: allow what the time that
+				// really passed refilled, never more than the burst.
+				most := min(max(tc.burst, 1), int(tc.rate*time.Since(t0).Seconds())+1)
+				if n < tc.wantRefill || n > most {
+					t.Errorf("after %v: %d allowed, want %d (at most %d)", tc.sleep, n, tc.wantRefill, most)
+				}
+			})
 		}
 	}
-	e := l.allow(req("a"))
-	if e == nil || e.Status != 429 || e.Code != CodeRateLimitExceeded || e.RetryAfter < 1 {
-		t.Fatalf("over the burst: %+v", e)
+}
+
+func flushShared(t *testing.T) {
+	c := redis.NewClient(mustParseURL(t, testkit.RedisURL(t)))
+	defer c.Close()
+	if err := c.Del(context.Background(), redisKeyPrefix+"shared").Err(); err != nil {
+		t.Fatal(err)
 	}
-	if l.allow(req("b")) != nil {
-		t.Error("keys have separate buckets")
+}
+
+func mustParseURL(t *testing.T, u string) *redis.Options {
+	o, err := redis.ParseURL(u)
+	if err != nil {
+		t.Fatal(err)
 	}
-	w := httptest.NewRecorder()
-	writeError(w, e)
-	if w.Code != 429 || w.Header().Get("Retry-After") == "" {
-		t.Errorf("429 without Retry-After: %d %v", w.Code, w.Header())
+	return o
+}
+
+// TestRedisLimiterReplicas: N limiters (N replicas, each its own client)
+// on one Redis allow the configured rate together, within 10%.
+func TestRedisLimiterReplicas(t *testing.T) {
+	const (
+		replicas = 4
+		rate     = 200.0
+		burst    = 20
+		run      = 2 * time.Second
+	)
+	c := clientID(t)
+	var allowed, denied atomic.Int64
+	var wg sync.WaitGroup
+	start := time.Now()
+	for i := 0; i < replicas; i++ {
+		l := limiterFor(t, "redis", rate, burst)
+		for g := 0; g < 2; g++ { // two request streams per replica
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for time.Since(start) < run {
+					if l.allow(context.Background(), c) == nil {
+						allowed.Add(1)
+					} else {
+						denied.Add(1)
+					}
+					time.Sleep(time.Millisecond)
+				}
+			}()
+		}
 	}
-	l.configure(&config.RateLimit{RequestsPerSecond: 0.5, Burst: 2})
-	if l.allow(req("a")) != nil {
-		t.Error("a reload resets the buckets")
+	wg.Wait()
+	elapsed := time.Since(start)
+	want := burst + rate*elapsed.Seconds()
+	got := float64(allowed.Load())
+	t.Logf("%d replicas: %d allowed, %d refused in %v; the rate allows %.0f", replicas, allowed.Load(), denied.Load(), elapsed, want)
+	if denied.Load() == 0 {
+		t.Fatal("nothing refused: the offered load did not exceed the rate")
 	}
-	l.configure(&config.RateLimit{RequestsPerSecond: 0.5, Burst: 1})
-	if l.allow(-1) != nil || l.allow(-1) == nil {
-		t.Error("without auth all clients share one bucket")
+	if got < 0.9*want || got > 1.1*want {
+		t.Errorf("%d replicas together allowed %.0f, want %.0f ±10%%", replicas, got, want)
+	}
+}
+
+type countMetric struct{ n atomic.Int64 }
+
+func (c *countMetric) StoreError() { c.n.Add(1) }
+
+// TestRedisLimiterFailOpen: Redis killed mid-run, the limiter lets every
+// request through, counts the failures and logs one line per interval;
+// Redis back on the same port, limiting resumes.
+func TestRedisLimiterFailOpen(t *testing.T) {
+	srv := testkit.StartRedis(t, 0)
+	logs := &testkit.SyncBuffer{}
+	var m countMetric
+	l := &rateLimiter{logEvery: 400 * time.Millisecond, backoff: 20 * time.Millisecond}
+	l.logger.Store(slog.New(slog.NewJSONHandler(logs, nil)))
+	l.metrics.Store(RateLimitMetrics(&m))
+	l.configure(&config.RateLimit{RequestsPerSecond: 1, Burst: 1, Store: "redis", RedisURLEnv: "X"}, func(string) string { return srv.URL })
+	defer l.close()
+	c := clientID(t)
+	if l.allow(context.Background(), c) != nil || l.allow(context.Background(), c) == nil {
+		t.Fatal("the Redis store does not limit")
+	}
+
+	srv.Stop()
+	const down = 1200 * time.Millisecond
+	start := time.Now()
+	n := 0
+	for time.Since(start) < down {
+		if e := l.allow(context.Background(), c); e != nil {
+			t.Fatalf("Redis down: request refused (%+v); the limiter must fail open", e)
+		}
+		n++
+		time.Sleep(2 * time.Millisecond)
+	}
+	elapsed := time.Since(start)
+	lines := strings.Count(logs.String(), "rate limit store unavailable")
+	maxLines := int(elapsed/l.logEvery) + 1
+	t.Logf("%d requests in %v with Redis down: %d store errors, %d log lines", n, elapsed, m.n.Load(), lines)
+	if m.n.Load() < 2 {
+		t.Errorf("store errors counted: %d", m.n.Load())
+	}
+	if lines < 2 || lines > maxLines {
+		t.Errorf("%d \"unavailable\" lines in %v, want one per %v (2..%d):\n%s", lines, elapsed, l.logEvery, maxLines, logs)
+	}
+	if strings.Contains(logs.String(), srv.URL) {
+		t.Errorf("the log quotes the Redis URL:\n%s", logs)
+	}
+
+	// Back on the same port: limiting resumes (the bucket is new: one
+	// request passes, the next is refused).
+	testkit.StartRedis(t, srv.Port)
+	deadline := time.Now().Add(5 * time.Second)
+	for l.allow(context.Background(), c) == nil {
+		if time.Now().After(deadline) {
+			t.Fatal("Redis back, but the limiter still lets everything through")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if !strings.Contains(logs.String(), "rate limit store reachable again") {
+		t.Errorf("no recovery line:\n%s", logs)
+	}
+}
+
+// TestRedisLimiterBadURL: a URL that does not parse fails open, counted,
+// and never echoes the URL.
+func TestRedisLimiterBadURL(t *testing.T) {
+	logs := &testkit.SyncBuffer{}
+	var m countMetric
+	l := &rateLimiter{}
+	l.logger.Store(slog.New(slog.NewJSONHandler(logs, nil)))
+	l.metrics.Store(RateLimitMetrics(&m))
+	l.configure(&config.RateLimit{RequestsPerSecond: 1, Store: "redis", RedisURLEnv: "X"}, func(string) string { return "redis://:hunter2@[::1" })
+	defer l.close()
+	if l.allow(context.Background(), "a") != nil || m.n.Load() != 1 {
+		t.Fatalf("bad URL: want fail open and one error, got %d", m.n.Load())
+	}
+	if s := logs.String(); strings.Contains(s, "hunter2") || !strings.Contains(s, "does not parse") {
+		t.Errorf("log: %s", s)
 	}
 }
 

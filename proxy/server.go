@@ -78,8 +78,16 @@ func (s *Server) Swap(rt *config.Runtime) {
 	st.keys = s.readKeys(rt.Server.APIKeysEnv)
 	st.adminKeys = s.readKeys(rt.Server.AdminKeysEnv)
 	s.state.Store(st)
-	s.limit.configure(rt.Server.RateLimit)
+	s.limit.logger.Store(s.Logger)
+	s.limit.configure(rt.Server.RateLimit, s.Env)
 }
+
+// Close releases what the Server holds open: the Redis rate-limit
+// store's connections. Requests after Close are not rate limited.
+func (s *Server) Close() { s.limit.close() }
+
+// SetRateLimitMetrics counts the rate-limit store's failures in m.
+func (s *Server) SetRateLimitMetrics(m RateLimitMetrics) { s.limit.metrics.Store(m) }
 
 func (s *Server) readKeys(env string) [][32]byte {
 	var out [][32]byte
@@ -301,7 +309,7 @@ func (s *Server) serveRoute(w http.ResponseWriter, r *http.Request, e *edge, pat
 		x.keySum = sha([]byte(bearerToken(r)))
 		x.keyID = x.keySum[:12]
 	}
-	if aerr := s.limit.allow(client); aerr != nil {
+	if aerr := s.limit.allow(ctx, x.keyID); aerr != nil {
 		x.fail(ctx, w, aerr, audit.OutcomeRejected)
 		return
 	}

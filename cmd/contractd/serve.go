@@ -215,6 +215,7 @@ func serve(ctx context.Context, path string, rt *config.Runtime, logger *slog.Lo
 		}
 	}()
 	srv := proxy.NewServer(rt, caller, sink, logger)
+	defer srv.Close()
 	srv.Telemetry = tel
 	if activeTelemetry != nil {
 		if err := activeTelemetry.DedupeMetrics(srv.DedupeStats); err != nil {
@@ -230,6 +231,14 @@ func serve(ctx context.Context, path string, rt *config.Runtime, logger *slog.Lo
 		}); err != nil {
 			return err
 		}
+		rlm, err := activeTelemetry.RateLimitMetrics()
+		if err != nil {
+			return err
+		}
+		srv.SetRateLimitMetrics(rlm)
+	}
+	if rl := rt.Server.RateLimit; rl != nil {
+		logger.Info("rate limit", "store", rl.Store, "requests_per_second", rl.RequestsPerSecond, "burst", max(rl.Burst, 1))
 	}
 	if !srv.AuthEnabled() {
 		logger.Warn("no client API keys configured: the API accepts every request (set server.api_keys_env)")
