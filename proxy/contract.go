@@ -45,6 +45,7 @@ func (s *Server) contract(ctx context.Context, w http.ResponseWriter, r *http.Re
 	if route.Budget.MaxTotalTokens > 0 {
 		x.ev.Budget = &audit.Budget{MaxTotalTokens: route.Budget.MaxTotalTokens}
 	}
+	x.noteSchemaReplaced(w.Header(), route, obj)
 	p, aerr := prepare(route, obj, msgs)
 	if aerr != nil {
 		if x.edge == responsesEdge {

@@ -47,6 +47,8 @@ type Server struct {
 	limit    rateLimiter
 	dedupe   *dedupe
 	inflight budget // server.max_inflight_bytes
+
+	schemaNotes schemaNotes // X-Contract-Schema-Replaced's once-only warnings
 }
 
 // state is a Runtime with what is derived from it at install time.
