@@ -3,12 +3,38 @@ package replay
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"time"
 
+	"github.com/contractd/contractd/audit"
+	"github.com/contractd/contractd/config"
 	"github.com/contractd/contractd/contracts"
 	"github.com/contractd/contractd/proxy"
 )
+
+// LiveServer is the serving pipeline without listeners, audit or review
+// store: what --live sends the stored requests through. Upstream keys are
+// read with env, and each contract route's key variable must be set, as
+// serve requires.
+func LiveServer(rt *config.Runtime, env func(string) (string, bool)) (*proxy.Server, error) {
+	for _, r := range rt.RouteList {
+		if e := r.Upstream.APIKeyEnv; e != "" && !r.Passthrough {
+			if _, ok := env(e); !ok {
+				return nil, usagef("upstream %q: environment variable %s (api_key_env) is not set", r.Upstream.Name, e)
+			}
+		}
+	}
+	caller := proxy.NewCaller(func(u *config.Upstream) string {
+		if u.APIKeyEnv == "" {
+			return ""
+		}
+		k, _ := env(u.APIKeyEnv)
+		return k
+	})
+	sink, _ := audit.New("none", "")
+	return proxy.NewServer(rt, caller, sink, slog.New(slog.DiscardHandler)), nil
+}
 
 // live sends one stored request through its route's current attempt plan
 // (in a worker). The request is the stored client body (review items) or,
@@ -36,7 +62,7 @@ func (r *runner) live(ctx context.Context, j *job, rec *Record) result {
 		return res
 	}
 	if ctx.Err() != nil {
-		return result{stopped: true}
+		return result{filtered: true} // read but never sent: not part of what ran
 	}
 	if m := r.opts.MaxRequests; m > 0 && r.sent.Add(1) > int64(m) {
 		return result{notRun: true}

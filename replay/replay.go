@@ -124,20 +124,25 @@ func (s *Summary) ExitCode() int {
 	return ExitOK
 }
 
-// ErrUsage wraps errors that are the caller's (exit 2).
-var ErrUsage = errors.New("usage")
+// UsageError is an error of the caller's: a bad flag, an unknown route, a
+// file that cannot be opened (exit 2).
+type UsageError struct{ Msg string }
+
+func (e *UsageError) Error() string { return e.Msg }
+
+func usagef(format string, a ...any) error { return &UsageError{Msg: fmt.Sprintf(format, a...)} }
 
 func (o *Options) check() error { // fills defaults; o is the caller's copy
 	if o.Runtime == nil {
-		return fmt.Errorf("%w: no config", ErrUsage)
+		return usagef("no config")
 	}
 	if o.Route != "" {
 		if r := o.Runtime.Routes[o.Route]; r == nil || r.Passthrough {
-			return fmt.Errorf("%w: --route %s: not a contract route in %s", ErrUsage, strconv.Quote(o.Route), o.Runtime.Path)
+			return usagef("--route %s: not a contract route in %s", strconv.Quote(o.Route), o.Runtime.Path)
 		}
 	}
 	if o.Live && o.Server == nil {
-		return fmt.Errorf("%w: --live needs a server", ErrUsage)
+		return usagef("--live needs a server")
 	}
 	if o.Out == nil {
 		o.Out = io.Discard
@@ -187,7 +192,7 @@ func Audit(ctx context.Context, o Options, files []string) (*Summary, error) {
 func (r *runner) readFile(ctx context.Context, name string, emit func(job)) error {
 	f, err := openAudit(name)
 	if err != nil {
-		return fmt.Errorf("%w: --audit %s: %v", ErrUsage, name, cleanErr(err))
+		return usagef("--audit %s: %v", name, cleanErr(err))
 	}
 	defer f.Close()
 	display := name
@@ -229,7 +234,8 @@ func Reviews(ctx context.Context, o Options, st review.Store) (*Summary, error) 
 	if err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()) {
 		err = nil // Ctrl-C: the summary of what ran
 	}
-	if err != nil && !errors.Is(err, ErrUsage) {
+	var ue *UsageError
+	if err != nil && !errors.As(err, &ue) {
 		err = fmt.Errorf("review store: %w", err)
 	}
 	return r.finish(ctx, err)
@@ -238,7 +244,11 @@ func Reviews(ctx context.Context, o Options, st review.Store) (*Summary, error) 
 // itemRecord turns a review item into a record: its attempts' outputs and,
 // when approved, the approved output.
 func itemRecord(it *review.Item) *Record {
+	// Time as the store's since filter reads it: resolution, else creation.
 	rec := &Record{ID: it.ID, Route: it.Route, Time: it.CreatedAt, Outcome: "needs_review", Request: it.Request}
+	if it.ResolvedAt != nil {
+		rec.Time = *it.ResolvedAt
+	}
 	if hasValue(jsontext.Value(it.Input)) {
 		rec.Input = []byte(it.Input)
 	}

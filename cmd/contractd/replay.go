@@ -5,14 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"strings"
 	"time"
 
-	"github.com/contractd/contractd/audit"
 	"github.com/contractd/contractd/config"
-	"github.com/contractd/contractd/proxy"
 	"github.com/contractd/contractd/replay"
 )
 
@@ -80,7 +77,7 @@ func cmdReplay(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	}
 	o.Runtime = rt
 	if *live {
-		srv, err := liveServer(rt)
+		srv, err := replay.LiveServer(rt, os.LookupEnv)
 		if err != nil {
 			return usageErr("%v", err)
 		}
@@ -129,24 +126,4 @@ func parseSince(s string, now time.Time) (time.Time, error) {
 		return t, nil
 	}
 	return time.Time{}, fmt.Errorf("--since %s: want a duration (24h) or an RFC 3339 time (2026-01-02T15:04:05Z)", s)
-}
-
-// liveServer is the serving pipeline without listeners, audit or review
-// store: what --live sends the stored requests through.
-func liveServer(rt *config.Runtime) (*proxy.Server, error) {
-	for _, r := range rt.RouteList {
-		if e := r.Upstream.APIKeyEnv; e != "" && !r.Passthrough {
-			if _, ok := os.LookupEnv(e); !ok {
-				return nil, fmt.Errorf("upstream %q: environment variable %s (api_key_env) is not set", r.Upstream.Name, e)
-			}
-		}
-	}
-	caller := proxy.NewCaller(func(u *config.Upstream) string {
-		if u.APIKeyEnv == "" {
-			return ""
-		}
-		return os.Getenv(u.APIKeyEnv)
-	})
-	sink, _ := audit.New("none", "")
-	return proxy.NewServer(rt, caller, sink, slog.New(slog.NewTextHandler(io.Discard, nil))), nil
 }
