@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # SDK end-to-end tests with real npm clients (make test-e2e): the official
-# openai package, ai + @ai-sdk/openai, and @langchain/openai.
+# openai package, ai + @ai-sdk/openai, @langchain/openai, and
+# json-schema-to-zod for typed clients.
 #
 # 1. npm ci in e2e/node (the committed lockfile; cached packages are used
 #    when present, so a warm machine needs no network);
@@ -174,7 +175,7 @@ api=$(api_addr)
 echo "e2e-node: contractd on $api, fake upstream on $upstream_url"
 
 # 4. The tests (bounded: 30 s each, 3 min in all).
-run_tests=(node --test --test-reporter=spec --test-timeout=30000 test/sdk.test.mjs test/clients.test.mjs)
+run_tests=(node --test --test-concurrency=1 --test-reporter=spec --test-timeout=30000 test/sdk.test.mjs test/clients.test.mjs test/typed.test.mjs test/retries.test.mjs)
 if command -v timeout >/dev/null; then
   run_tests=(timeout 180 "${run_tests[@]}")
 fi
