@@ -126,9 +126,18 @@ type writerSink struct {
 	f  *os.File
 }
 
+// lineBuffers hold events being encoded, reused across events.
+var lineBuffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
 func (s *writerSink) Write(ev *Event) error {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
+	b := lineBuffers.Get().(*bytes.Buffer)
+	defer func() {
+		if b.Cap() <= 64<<10 { // an include_content line may be large: not kept
+			lineBuffers.Put(b)
+		}
+	}()
+	b.Reset()
+	enc := json.NewEncoder(b)
 	enc.SetEscapeHTML(false)
 	if err := enc.Encode(ev); err != nil {
 		return err

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bytes"
 	"compress/gzip"
 	"context"
 	"errors"
@@ -58,15 +59,20 @@ func (s *Server) passthrough(ctx context.Context, w http.ResponseWriter, r *http
 	defer cancel()
 	var headerTimer *time.Timer
 	rp := &httputil.ReverseProxy{
-		Transport:     s.Caller.Client.Transport,
-		FlushInterval: -1, // relay each SSE event at once
+		Transport: s.Caller.Client.Transport,
+		// No periodic flush: a reply of known length goes out in as few
+		// writes as net/http can make. ReverseProxy itself flushes after
+		// every read for text/event-stream and for replies of unknown
+		// length, so each SSE event is still relayed at once.
+		FlushInterval: 0,
+		BufferPool:    copyBuffers,
 		// Its own complaints (e.g. a body copy cut short) go to our
 		// structured log with the request id, not to the standard logger.
-		ErrorLog: slog.NewLogLogger(x.log.Handler(), slog.LevelWarn),
+		ErrorLog: slog.NewLogLogger(x.logger().Handler(), slog.LevelWarn),
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.Out.URL = target
 			pr.Out.Host = ""
-			pr.Out.Body = io.NopCloser(strings.NewReader(string(body)))
+			pr.Out.Body = io.NopCloser(bytes.NewReader(body))
 			pr.Out.ContentLength = int64(len(body))
 			pr.Out.Header.Set("Content-Length", itoa(len(body)))
 			pr.Out.Header.Del("Authorization")
@@ -77,11 +83,13 @@ func (s *Server) passthrough(ctx context.Context, w http.ResponseWriter, r *http
 		ModifyResponse: func(resp *http.Response) error {
 			headerTimer.Stop()
 			status = resp.StatusCode
-			// Without Content-Length the reply is chunked and completes only
-			// when the handler returns, i.e. after the audit event is
-			// written (issue 4: audit before the response completes).
+			// Without a Content-Length header the reply completes only when
+			// the handler returns, i.e. after the audit event is written
+			// (audit before the response completes): net/http then sends a
+			// short reply with the length it counted, a longer one chunked.
+			// resp.ContentLength stays, so ReverseProxy knows the reply is
+			// not a stream and does not flush it read by read.
 			resp.Header.Del("Content-Length")
-			resp.ContentLength = -1
 			// The response already carries contractd's X-Request-Id (set in
 			// chat); ReverseProxy adds the upstream's headers to it, so drop
 			// the upstream's own id rather than send two.
@@ -89,6 +97,7 @@ func (s *Server) passthrough(ctx context.Context, w http.ResponseWriter, r *http
 			if resp.StatusCode >= 400 {
 				// An error body may echo what the upstream was sent: the
 				// key (SPEC §15), as contract routes' 502 messages redact.
+				resp.ContentLength = -1 // redacting changes the length
 				return redactBody(resp, s.Caller.Keys(route.Upstream), bearerToken(r))
 			}
 			return nil
@@ -171,6 +180,29 @@ func redactBody(resp *http.Response, keys ...string) error {
 	resp.Header.Del("Content-Encoding")
 	resp.Body = io.NopCloser(strings.NewReader(msg))
 	return nil
+}
+
+// copyBuffers are ReverseProxy's 32 KiB copy buffers, reused across
+// requests instead of allocated per reply (a channel: no allocation to
+// put one back, unlike a sync.Pool of slices).
+var copyBuffers bufferPool = make(chan []byte, 256)
+
+type bufferPool chan []byte
+
+func (p bufferPool) Get() []byte {
+	select {
+	case b := <-p:
+		return b
+	default:
+		return make([]byte, 32<<10)
+	}
+}
+
+func (p bufferPool) Put(b []byte) {
+	select {
+	case p <- b:
+	default:
+	}
 }
 
 func itoa(n int) string {

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -383,5 +384,48 @@ func TestPassthroughKeepsAcceptEncoding(t *testing.T) {
 	got, _ := io.ReadAll(zr)
 	if string(got) != body {
 		t.Errorf("relayed %q", got)
+	}
+}
+
+// A passthrough reply of known length is relayed without a flush per read
+// (net/http sends it in one write when the handler returns); an event
+// stream is flushed event by event.
+func TestPassthroughFlushesOnlyStreams(t *testing.T) {
+	const body = `{"id":"x","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}]}`
+	h := newHarness(t, func(w http.ResponseWriter, r *http.Request, c *upCall) {
+		if strings.Contains(string(c.Body), `"stream":true`) {
+			w.Header().Set("Content-Type", "text/event-stream")
+			w.WriteHeader(200)
+			for i := range 3 {
+				fmt.Fprintf(w, "data: {\"n\":%d}\n\n", i)
+				w.(http.Flusher).Flush()
+			}
+			return
+		}
+		w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+		reply(w, 200, []byte(body))
+	}, cfg{})
+	handler := h.srv.Handler(nil)
+	for _, tt := range []struct {
+		req        string
+		maxFlushes int
+		minFlushes int
+	}{
+		{`{"model":"raw","messages":[]}`, 0, 0},
+		{`{"model":"raw","stream":true}`, 100, 1}, // events read together flush together
+	} {
+		req := httptest.NewRequest("POST", "/v1/chat/completions", strings.NewReader(tt.req))
+		req.Header.Set("Authorization", "Bearer "+clientKey)
+		rec := &countingWriter{ResponseRecorder: httptest.NewRecorder()}
+		handler.ServeHTTP(rec, req)
+		if rec.Code != 200 {
+			t.Fatalf("%s: status %d %s", tt.req, rec.Code, rec.Body)
+		}
+		if rec.flushes < tt.minFlushes || rec.flushes > tt.maxFlushes {
+			t.Errorf("%s: %d flushes, want %d..%d", tt.req, rec.flushes, tt.minFlushes, tt.maxFlushes)
+		}
+		if tt.maxFlushes == 0 && (rec.Body.String() != body || rec.Header().Get("Content-Length") != "") {
+			t.Errorf("relayed %q with Content-Length %q", rec.Body, rec.Header().Get("Content-Length"))
+		}
 	}
 }

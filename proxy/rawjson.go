@@ -105,7 +105,11 @@ type edit struct {
 // byte, its name as the client spelled it (SPEC §9: escapes kept).
 func (o object) apply(edits []edit) []byte {
 	var b bytes.Buffer
-	b.Grow(o.size() + 256)
+	n := o.size() + 2
+	for _, e := range edits {
+		n += len(e.Name) + len(e.Value) + 4
+	}
+	b.Grow(n)
 	b.WriteByte('{')
 	done := make([]bool, len(edits))
 	first := true

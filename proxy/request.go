@@ -279,9 +279,16 @@ func (p *Prepared) Build(a retry.Attempt) (*attemptBody, *APIError) {
 	for i, m := range p.messages {
 		data.Messages[i] = contracts.Message{Role: m.Role, Content: m.Content}
 	}
-	var msgs bytes.Buffer
-	msgs.WriteString(`[{"role":"system","content":`)
 	sys, quoted, static := r.Prompt.StaticSystem()
+	// Sized once for the usual case (a static system prompt and the
+	// client's messages as sent), so the buffer does not grow in steps.
+	var msgs bytes.Buffer
+	size := len(quoted) + 64
+	for _, m := range p.messages {
+		size += len(m.Raw) + 1
+	}
+	msgs.Grow(size)
+	msgs.WriteString(`[{"role":"system","content":`)
 	if static {
 		msgs.Write(quoted)
 	} else {
@@ -330,7 +337,7 @@ func (p *Prepared) Build(a retry.Attempt) (*attemptBody, *APIError) {
 		ab.InputTokens = retry.CountMessages(p.counter, texts)
 	}
 	if p.first == nil {
-		p.first = bytes.Clone(msgs.Bytes())
+		p.first = msgs.Bytes() // msgs is not written again
 	} else {
 		ab.Shortened = !bytes.Equal(p.first, msgs.Bytes())
 	}

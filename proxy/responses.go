@@ -38,7 +38,7 @@ func writeChat(w http.ResponseWriter, v *verdict, route *config.Route, _ string,
 		writeStream(w, v, route, route.Contract, p.IncludeUsage)
 		return
 	}
-	writeJSON(w, http.StatusOK, successBody(v, route, route.Contract))
+	writeBody(w, http.StatusOK, func(b []byte) []byte { return appendChatSuccess(b, v, route, route.Contract) })
 }
 
 // Responses request fields a contract route refuses: each needs state or

@@ -184,7 +184,7 @@ func (x *exchange) noteSchemaReplaced(h http.Header, route *config.Route, obj ob
 	}
 	h.Set("X-Contract-Schema-Replaced", "true")
 	if notes.first(route.Name, sum) {
-		x.log.Warn("the client's json_schema differs from the route's contract schema; the contract's is enforced",
+		x.logger().Warn("the client's json_schema differs from the route's contract schema; the contract's is enforced",
 			"route", route.Name, "contract", route.Contract.Name, "client_schema_sha256", hex.EncodeToString(sum[:]))
 	}
 }

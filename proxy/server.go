@@ -260,21 +260,34 @@ func (x *exchange) finish(ctx context.Context, status int, outcome, code string)
 		x.ev.Attempts = []audit.Attempt{}
 	}
 	if err := x.s.Audit.Write(x.ev); err != nil {
-		x.log.Error("audit write failed", "error", err.Error())
+		x.logger().Error("audit write failed", "error", err.Error())
 	}
 	x.s.Telemetry.RequestDone(ctx, x.ev)
 	lvl := slog.LevelInfo
 	if status >= 500 {
 		lvl = slog.LevelWarn
 	}
-	x.log.Log(ctx, lvl, "request", "route", x.ev.Route, "outcome", outcome, "status", status,
-		"attempts", len(x.ev.Attempts), "duration_ms", x.ev.DurationMS, "error_code", code)
+	// The one line most requests log: its attributes as typed values, and
+	// request_id first as a logger from x.logger() would write it, without
+	// building that logger.
+	x.s.Logger.LogAttrs(ctx, lvl, "request", slog.String("request_id", x.ev.RequestID), slog.String("route", x.ev.Route),
+		slog.String("outcome", outcome), slog.Int("status", status), slog.Int("attempts", len(x.ev.Attempts)),
+		slog.Float64("duration_ms", x.ev.DurationMS), slog.String("error_code", code))
+}
+
+// logger is the request's logger (request_id on every line), built on
+// first use.
+func (x *exchange) logger() *slog.Logger {
+	if x.log == nil {
+		x.log = x.s.Logger.With("request_id", x.ev.RequestID)
+	}
+	return x.log
 }
 
 // fail answers with e and records the outcome.
 func (x *exchange) fail(ctx context.Context, w http.ResponseWriter, e *APIError, outcome string) {
 	if e.Internal != nil {
-		x.log.Warn("request failed", "code", e.Code, "cause", e.Internal.Error())
+		x.logger().Warn("request failed", "code", e.Code, "cause", e.Internal.Error())
 	}
 	x.finish(ctx, e.Status, outcome, e.Code)
 	writeError(w, e)
@@ -297,8 +310,7 @@ func (s *Server) serveRoute(w http.ResponseWriter, r *http.Request, e *edge, pat
 	rt := st.rt
 	id := newRequestID()
 	w.Header().Set("X-Request-Id", id)
-	x := &exchange{s: s, st: st, edge: e, start: time.Now(), ev: &audit.Event{Time: time.Now().UTC(), RequestID: id, API: e.api},
-		log: s.Logger.With("request_id", id)}
+	x := &exchange{s: s, st: st, edge: e, start: time.Now(), ev: &audit.Event{Time: time.Now().UTC(), RequestID: id, API: e.api}}
 	ctx, cancel := context.WithTimeout(r.Context(), rt.Server.RequestTimeout)
 	defer cancel()
 

@@ -1,0 +1,87 @@
+package proxy
+
+import (
+	"bytes"
+	"net/http/httptest"
+	"strconv"
+	"testing"
+
+	"github.com/contractd/contractd/audit"
+	"github.com/contractd/contractd/config"
+	"github.com/contractd/contractd/contracts"
+	openai "github.com/sashabaranov/go-openai"
+)
+
+// jsonStrings are strings whose quoting differs between encoders: HTML
+// characters (not escaped), control bytes with and without short forms,
+// U+2028/U+2029, invalid UTF-8, multi-byte runes, quotes and backslashes.
+var jsonStrings = []string{
+	"", "plain", `{"a":"<b>&amp;</b>"}`, "tab\there\nnew\rret\bback\fform", "\x00\x01\x1f\x7f",
+	"line\u2028para\u2029end", "bad \xff\xfe utf8 \xc3", "ü日本語🙂", `quote " and \ backslash`, "\u00e9\u0301",
+	"trailing \xe2\x80", "<script>alert(1)</script>",
+}
+
+func TestAppendJSONStringMatchesEncodingJSON(t *testing.T) {
+	for _, s := range jsonStrings {
+		want := string(mustJSON(s))
+		if got := string(appendJSONString(nil, s)); got != want {
+			t.Errorf("%q: got %s, want %s", s, got, want)
+		}
+		if got := string(appendJSONBytesAsString(nil, []byte(s))); got != want {
+			t.Errorf("%q as bytes: got %s, want %s", s, got, want)
+		}
+	}
+}
+
+func FuzzAppendJSONString(f *testing.F) {
+	for _, s := range jsonStrings {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if got, want := appendJSONString(nil, s), mustJSON(s); !bytes.Equal(got, want) {
+			t.Fatalf("%q: got %s, want %s", s, got, want)
+		}
+	})
+}
+
+// TestAppendChatSuccessMatches: the appended success body is byte for byte
+// the encoding/json encoding of successBody, and writeBody sends it with
+// its Content-Length in one write.
+func TestAppendChatSuccessMatches(t *testing.T) {
+	route := &config.Route{Name: "classify<x>"}
+	k := &contracts.Contract{Name: "c_v1", SHA256: "ab12"}
+	for i, tt := range []struct {
+		resp     openai.ChatCompletionResponse
+		out      string
+		evidence []contracts.Evidence
+		attempts int
+	}{
+		{openai.ChatCompletionResponse{ID: "chatcmpl-1", Created: 1726560000, Model: "gpt-x", SystemFingerprint: "fp_1"},
+			`{"intent":"<b>billing</b> & more","n":1}`, []contracts.Evidence{{Path: "/quote", Start: 3, End: 9, SHA256: "ff"}, {Path: "/a~1b", Start: 0, End: 1, SHA256: "00"}}, 2},
+		{openai.ChatCompletionResponse{Created: 5}, "{\"s\":\"tab\\t\u2028 \xff\"}", nil, 1},
+		{openai.ChatCompletionResponse{ID: "x\"y", Created: 7, Model: "m\u2029"}, `{}`, []contracts.Evidence{}, 3},
+	} {
+		ev := tt.evidence
+		v := &verdict{comp: &Completion{Resp: tt.resp}, result: contracts.Result{JSON: []byte(tt.out), Evidence: ev},
+			usage: audit.Usage{PromptTokens: 10, CompletionTokens: 20 + i, TotalTokens: 30 + i}, attempts: make([]ReviewAttempt, tt.attempts)}
+		want := append(mustJSON(successBody(v, route, k)), '\n')
+		got := appendChatSuccess(nil, v, route, k)
+		if !bytes.Equal(got, want) {
+			t.Errorf("case %d:\n got %s\nwant %s", i, got, want)
+		}
+		rec := &countingWriter{ResponseRecorder: httptest.NewRecorder()}
+		writeBody(rec, 200, func(b []byte) []byte { return appendChatSuccess(b, v, route, k) })
+		if rec.writes != 1 || rec.Header().Get("Content-Length") != strconv.Itoa(len(want)) || !bytes.Equal(rec.Body.Bytes(), want) {
+			t.Errorf("case %d: %d writes, Content-Length %s for %d bytes", i, rec.writes, rec.Header().Get("Content-Length"), len(want))
+		}
+	}
+}
+
+// countingWriter counts Write and Flush calls on a recorder.
+type countingWriter struct {
+	*httptest.ResponseRecorder
+	writes, flushes int
+}
+
+func (c *countingWriter) Write(b []byte) (int, error) { c.writes++; return c.ResponseRecorder.Write(b) }
+func (c *countingWriter) Flush()                      { c.flushes++; c.ResponseRecorder.Flush() }
