@@ -115,9 +115,11 @@ func TestLiveConcurrencyAndBudget(t *testing.T) {
 func TestLiveInterrupt(t *testing.T) {
 	checkNoLeak(t)
 	var hang atomic.Bool
+	var hanging atomic.Int64
 	var up *testkit.Upstream
 	up = testkit.NewUpstream(t, func(w http.ResponseWriter, r *http.Request, c *testkit.Call) {
 		if hang.Load() && strings.Contains(string(c.Body), "marker LONG") {
+			hanging.Add(1)
 			up.Hang(r)
 			return
 		}
@@ -134,7 +136,7 @@ func TestLiveInterrupt(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() {
 		// Interrupt once both LONG requests hang in flight.
-		for up.Peak() < 2 {
+		for hanging.Load() < 2 {
 			time.Sleep(5 * time.Millisecond)
 		}
 		cancel()
