@@ -27,15 +27,20 @@ vet: deps
 test: vet build test-go test-e2e
 
 # What the Go tests need on the machine: headless Chromium for the reviewer
-# page tests, PostgreSQL server binaries for the review store and replica
-# tests (each installed from Debian's package when missing; the tests start
-# their own throwaway PostgreSQL through internal/testkit).
+# page tests, PostgreSQL and Redis server binaries for the review store,
+# rate limiter and replica tests (each installed from Debian's package when
+# missing; the tests start their own throwaway servers through
+# internal/testkit).
 deps-test:
 	@scripts/chromium.sh
 	@scripts/postgres.sh install
+	@scripts/redis.sh install
 
+# deploy/ is its own module (the Kubernetes libraries stay out of the
+# product's): its tests render the manifests and check them against the config.
 test-go: deps-test
 	$(GO) test -race -count=1 -timeout 15m ./...
+	cd deploy && $(GO) test -count=1 -timeout 10m ./...
 
 test-e2e: build
 	@if [ -f e2e/node/package.json ]; then scripts/e2e-node.sh; fi
