@@ -7,7 +7,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.version=$(VERSION)
 FUZZTIME ?= 20s
 
-.PHONY: all build test test-go test-e2e vet bench bench-engine bench-review fuzz demo run clean deps deps-test
+.PHONY: all build test test-go test-e2e vet bench bench-engine bench-review bench-ratelimit fuzz demo run clean deps deps-test
 
 all: build
 
@@ -56,12 +56,21 @@ bench-review:
 	cd proxy && for i in 1 2 3 4 5; do ../bin/proxy.test -test.run '^$$' -test.bench 'ReviewPath$$' -test.benchtime 3000x; ../bin/proxy.test -test.run '^$$' -test.bench ReviewPathPaced -test.benchtime 2000x; done
 	$(GO) test -run '^$$' -bench 'SQLiteCreate|PostgresCreate' -benchtime 3000x -count 5 ./review/
 
+# The Redis rate-limit store against the memory store and no limit, whole
+# requests at concurrency 1 and 16, then the limiter step alone; five
+# interleaved rounds on a throwaway local Redis (docs/benchmarks.md).
+bench-ratelimit:
+	@scripts/redis.sh install
+	$(GO) test -c -o bin/proxy.test ./proxy/
+	cd proxy && for i in 1 2 3 4 5; do ../bin/proxy.test -test.run '^$$' -test.bench 'RateLimit(Path|Allow)' -test.benchtime 3000x; done
+
 # Side by side: the mock upstream directly, a bare proxy hop, and contractd
 # validating, at concurrency 1/16/64; then the engine and review benchmarks.
 bench: build
 	$(GO) run ./cmd/contractd-bench -bin bin/contractd -runs 3
 	$(MAKE) bench-engine
 	$(MAKE) bench-review
+	$(MAKE) bench-ratelimit
 
 # Each fuzz target for FUZZTIME (go test runs one -fuzz target at a time).
 fuzz:
