@@ -156,7 +156,7 @@ func (l *lineLog) JSON() []map[string]any {
 
 // daemon is one `contractd serve` process.
 type daemon struct {
-	t      *testing.T
+	t      testing.TB
 	cmd    *exec.Cmd
 	stderr *lineLog // JSON log lines
 	stdout *lineLog // audit events (sink: stdout)
@@ -168,7 +168,7 @@ type daemon struct {
 }
 
 // startProcess starts `contractd args...` and kills it when the test ends.
-func startProcess(t *testing.T, env map[string]string, args ...string) *daemon {
+func startProcess(t testing.TB, env map[string]string, args ...string) *daemon {
 	t.Helper()
 	d := &daemon{t: t, stderr: &lineLog{}, stdout: &lineLog{}, done: make(chan struct{})}
 	d.cmd = exec.Command(binPath, args...)
@@ -199,7 +199,7 @@ func startProcess(t *testing.T, env map[string]string, args ...string) *daemon {
 }
 
 // startDaemon runs `contractd serve -c cfg` and waits for its listeners.
-func startDaemon(t *testing.T, cfg string, env map[string]string) *daemon {
+func startDaemon(t testing.TB, cfg string, env map[string]string) *daemon {
 	t.Helper()
 	d := startProcess(t, env, "serve", "-c", cfg)
 	d.awaitListening(cfg)
@@ -386,7 +386,7 @@ type fakeUpstream struct {
 }
 
 // newUpstream starts a fake upstream; script chooses each reply.
-func newUpstream(t *testing.T, script func(req upstreamRequest, n int) reply) *fakeUpstream {
+func newUpstream(t testing.TB, script func(req upstreamRequest, n int) reply) *fakeUpstream {
 	t.Helper()
 	u := &fakeUpstream{script: script, got: make(chan upstreamRequest, 64)}
 	u.Upstream = testkit.NewUpstream(t, u.serve)
@@ -591,21 +591,21 @@ func renderConfig(o cfgOpts) string {
 }
 
 // writeConfig writes text to dir/contractd.yaml and returns its path.
-func writeConfig(t *testing.T, dir, text string) string {
+func writeConfig(t testing.TB, dir, text string) string {
 	t.Helper()
 	p := filepath.Join(dir, "contractd.yaml")
 	writeFile(t, p, text)
 	return p
 }
 
-func writeFile(t *testing.T, p, text string) {
+func writeFile(t testing.TB, p, text string) {
 	t.Helper()
 	if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
 		t.Fatal(err)
 	}
 }
 
-func readFile(t *testing.T, p string) string {
+func readFile(t testing.TB, p string) string {
 	t.Helper()
 	b, err := os.ReadFile(p)
 	if err != nil {
