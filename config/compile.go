@@ -19,8 +19,6 @@ import (
 	"github.com/contractd/contractd/retry"
 )
 
-var nameRE = regexp.MustCompile(`^[A-Za-z0-9._-]+$`)
-
 // Load parses, validates and compiles a config file. On problems it returns
 // an *Error listing every one; warnings ride on the Runtime.
 func Load(path string) (*Runtime, error) {
@@ -65,9 +63,9 @@ func (p *Parsed) Compile() (*Runtime, error) {
 	c.routes()
 	_ = f
 	if len(ps.errs) > 0 {
-		return nil, &Error{ps.errs}
+		return nil, ps.error()
 	}
-	rt.Warnings = ps.warns
+	rt.Warnings = slices.SortedStableFunc(slices.Values(ps.warns), compareProblems)
 	return rt, nil
 }
 
@@ -93,7 +91,7 @@ func (c *compiler) checkName(seen map[string]bool, path, kind, name string) bool
 	case name == "":
 		c.ps.add(join(path, "name"), "%s needs a name", kind)
 		return false
-	case !nameRE.MatchString(name):
+	case !policy.ValidName(name):
 		c.ps.add(join(path, "name"), "invalid %s name %q (use letters, digits, '.', '_', '-')", kind, name)
 		return false
 	case seen[name]:
@@ -635,12 +633,13 @@ func (c *compiler) policies(path string, p Policies, schema map[string]any) []co
 			c.ps.add(join(at, "name"), "duplicate forbidden name %q", f.Name)
 		}
 		names[f.Name] = true
-		if _, err := regexp.Compile(f.Pattern); err != nil {
+		re, err := regexp.Compile(f.Pattern)
+		if err != nil {
 			c.ps.add(join(at, "pattern"), "bad regex: %v", err)
 			continue
 		}
 		if checkPath(join(at, "path"), f.Path) {
-			pol, err := policy.NewForbidden(f.Name, f.Path, f.Pattern)
+			pol, err := policy.NewForbiddenRegexp(f.Name, f.Path, re)
 			add(at, pol, err)
 		}
 	}
@@ -729,12 +728,14 @@ func (c *compiler) routes() {
 			c.ps.add(join(path, "model"), "route %q needs a model", d.Name)
 		}
 		if d.Passthrough {
-			for key, set := range map[string]bool{"prompt": d.Prompt != "", "contract": d.Contract != "",
-				"temperature": d.Temperature != nil, "retry": d.Retry != nil, "response_format": d.ResponseFormat != "",
-				"client_system": d.ClientSystem != "", "seed": d.Seed != nil, "max_output_tokens": d.MaxOutputTokens != 0,
-				"budget": d.Budget != (BudgetDef{})} {
-				if set {
-					c.ps.add(join(path, key), "passthrough routes forward requests untouched; %s does not apply", key)
+			for _, k := range []struct {
+				key string
+				set bool
+			}{{"prompt", d.Prompt != ""}, {"contract", d.Contract != ""}, {"temperature", d.Temperature != nil},
+				{"retry", d.Retry != nil}, {"response_format", d.ResponseFormat != ""}, {"client_system", d.ClientSystem != ""},
+				{"seed", d.Seed != nil}, {"max_output_tokens", d.MaxOutputTokens != 0}, {"budget", d.Budget != (BudgetDef{})}} {
+				if k.set {
+					c.ps.add(join(path, k.key), "passthrough routes forward requests untouched; %s does not apply", k.key)
 				}
 			}
 			c.rt.Routes[d.Name] = r

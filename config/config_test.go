@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -256,5 +257,37 @@ func TestResolve(t *testing.T) {
 	}
 	if got := Resolve("flag.yaml"); got != "flag.yaml" {
 		t.Errorf("flag: %q", got)
+	}
+}
+
+// TestProblemsInStableOrder: the same config lists its problems in the
+// same order every time (file order), though some checks iterate maps.
+func TestProblemsInStableOrder(t *testing.T) {
+	cfg := base + `
+routes:
+  - name: pt
+    upstream: up
+    model: m
+    passthrough: true
+    prompt: p
+    contract: k
+    temperature: 0.5
+    seed: 1
+    max_output_tokens: 10
+    client_system: drop
+  - name: bad
+    upstream: nope
+    model: m
+    prompt: nope
+    contract: nope
+`
+	first := problemsOf(t, cfg, nil)
+	if len(first) < 8 {
+		t.Fatalf("want many problems, got %v", first)
+	}
+	for range 30 {
+		if got := problemsOf(t, cfg, nil); !slices.Equal(got, first) {
+			t.Fatalf("order changed:\n%v\nthen\n%v", first, got)
+		}
 	}
 }

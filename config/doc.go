@@ -1,6 +1,7 @@
 // Package config turns a contractd YAML file into an immutable Runtime:
-// Load reads it (viper finds and reads the file; a strict YAML node walk
-// decodes it case-sensitively, naming file, line and key path on error),
+// Resolve picks the file with viper (-c, CONTRACTD_CONFIG, the default);
+// Load reads it once and a strict YAML node walk decodes it
+// case-sensitively, naming file, line and key path on error;
 // Validate checks every cross-reference, and Compile builds schemas,
 // templates, policies and regexes once, so the request path only reads.
 //

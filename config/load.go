@@ -3,7 +3,9 @@ package config
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
@@ -43,29 +45,16 @@ type Parsed struct {
 	lines map[string]int // key path -> line
 }
 
-// Parse reads and strictly decodes a config file. A fresh viper instance
-// reads it each time (viper is not safe to share across reloads).
+// Parse reads and strictly decodes a config file.
 func Parse(path string) (*Parsed, error) {
-	v := viper.New()
-	v.SetConfigFile(path)
-	v.SetConfigType("yaml")
-	if err := v.ReadInConfig(); err != nil {
-		if os.IsNotExist(err) || isNotFound(err) {
-			return nil, &Error{[]Problem{{File: path, Message: "cannot read config: file not found"}}}
-		}
-		// viper wraps the YAML parser's message; the strict decode below
-		// reports it with a line number, so fall through to it.
-	}
 	raw, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, &Error{[]Problem{{File: path, Message: "cannot read config: file not found"}}}
+	}
 	if err != nil {
 		return nil, &Error{[]Problem{{File: path, Message: "cannot read config: " + cleanOSError(err)}}}
 	}
 	return ParseBytes(path, raw)
-}
-
-func isNotFound(err error) bool {
-	_, ok := err.(viper.ConfigFileNotFoundError)
-	return ok || strings.Contains(err.Error(), "no such file")
 }
 
 func cleanOSError(err error) string {
@@ -97,7 +86,7 @@ func ParseBytes(path string, raw []byte) (*Parsed, error) {
 	f := &File{}
 	decodeNode(root, reflect.ValueOf(f).Elem(), "", ps)
 	if len(ps.errs) > 0 {
-		return nil, &Error{ps.errs}
+		return nil, ps.error()
 	}
 	abs, err := filepath.Abs(path)
 	if err != nil {

@@ -1,7 +1,9 @@
 package config
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -50,6 +52,19 @@ type problems struct {
 	lines map[string]int
 	errs  []Problem
 	warns []Problem
+}
+
+// error is the problems found in file order (by line; on one line, in
+// the order the checks found them), so the same config always prints the
+// same list.
+func (ps *problems) error() *Error {
+	errs := slices.Clone(ps.errs)
+	slices.SortStableFunc(errs, compareProblems)
+	return &Error{errs}
+}
+
+func compareProblems(a, b Problem) int {
+	return cmp.Compare(a.Line, b.Line)
 }
 
 func (ps *problems) line(path string) int {

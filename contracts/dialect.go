@@ -34,6 +34,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/kaptinlin/jsonschema"
 )
@@ -381,7 +382,7 @@ func ecmaWhitespace(p string) (string, bool) {
 	if !strings.Contains(p, `\s`) && !strings.Contains(p, `\S`) {
 		return p, false
 	}
-	if _, err := regexp.Compile(p); err != nil {
+	if _, err := compilePattern(p); err != nil {
 		return p, false // refused as it is
 	}
 	var b strings.Builder
@@ -424,7 +425,7 @@ func ecmaWhitespace(p string) (string, bool) {
 		}
 		b.WriteByte(c)
 	}
-	if _, err := regexp.Compile(b.String()); err != nil {
+	if _, err := compilePattern(b.String()); err != nil {
 		return p, false // e.g. [\s-z]: a class range the rewrite would break
 	}
 	return b.String(), changed
@@ -433,7 +434,7 @@ func ecmaWhitespace(p string) (string, bool) {
 // checkPattern records a pattern Go's RE2 engine cannot compile, naming
 // the ECMA-262 construct when it is one RE2 lacks by design.
 func (n *normalizer) checkPattern(p, ptr string) {
-	_, err := regexp.Compile(p)
+	_, err := compilePattern(p)
 	if err == nil {
 		return
 	}
@@ -514,4 +515,37 @@ func encodeSchemaDoc(doc any) ([]byte, error) {
 		return nil, err
 	}
 	return bytes.TrimSpace(buf.Bytes()), nil
+}
+
+// patterns caches compiled schema patterns, so the dialect checks and the
+// fast path compile each pattern once (configs and reloads bring a few
+// hundred at most; past patternCacheMax new ones are compiled uncached).
+var patterns struct {
+	sync.Mutex
+	m map[string]*regexp.Regexp
+}
+
+const patternCacheMax = 4096
+
+// compilePattern is regexp.Compile through the cache.
+func compilePattern(p string) (*regexp.Regexp, error) {
+	patterns.Lock()
+	re, ok := patterns.m[p]
+	patterns.Unlock()
+	if ok {
+		return re, nil
+	}
+	re, err := regexp.Compile(p)
+	if err != nil {
+		return nil, err
+	}
+	patterns.Lock()
+	if patterns.m == nil {
+		patterns.m = map[string]*regexp.Regexp{}
+	}
+	if len(patterns.m) < patternCacheMax {
+		patterns.m[p] = re
+	}
+	patterns.Unlock()
+	return re, nil
 }

@@ -21,7 +21,10 @@ package contracts
 // for the whole schema or, for subschemas the instance can never reach, not
 // at all. "false" is always a safe answer: the library then decides.
 //
-// Library semantics mirrored here (kaptinlin/jsonschema v0.9.8; see its
+// Library semantics mirrored here (kaptinlin/jsonschema at
+// mirroredJSONSchemaVersion, which TestFastPathMirrorsTheLibraryInGoMod
+// holds go.mod to: an upgrade must come with a review of the points below,
+// or an output the new library rejects could pass here; see its
 // validate.go, utils.go, rat.go, ref.go, dialect.go, schema.go and the
 // keyword files):
 //   - numbers are exact rationals (big.Rat.SetString of the JSON text);
@@ -65,6 +68,10 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 	"github.com/kaptinlin/jsonschema"
 )
+
+// mirroredJSONSchemaVersion is the kaptinlin/jsonschema release whose
+// semantics the fast path mirrors.
+const mirroredJSONSchemaVersion = "v0.9.8"
 
 // fastValidator is the compiled fast path of one schema.
 type fastValidator struct {
@@ -481,7 +488,7 @@ func (b *fbuilder) buildObject(m map[string]any, parent *fnode, inherited fdiale
 				poison("pattern is not a string")
 				continue
 			}
-			re, err := regexp.Compile(s)
+			re, err := compilePattern(s)
 			if err != nil {
 				poison("pattern does not compile")
 				continue
@@ -538,7 +545,7 @@ func (b *fbuilder) buildObject(m map[string]any, parent *fnode, inherited fdiale
 			}
 			n.patByKey = map[string]*fnode{}
 			for p, sub := range pm {
-				re, err := regexp.Compile(p)
+				re, err := compilePattern(p)
 				if err != nil {
 					poison("patternProperties regexp does not compile")
 					continue

@@ -9,6 +9,10 @@ import (
 
 var nameRE = regexp.MustCompile(`^[A-Za-z0-9._-]+$`)
 
+// ValidName says whether name is a valid config name ([A-Za-z0-9._-]+):
+// the rule for every named thing, forbidden policies included.
+func ValidName(name string) bool { return nameRE.MatchString(name) }
+
 // ForbiddenPolicy rejects every string at its path that the pattern (Go RE2
 // syntax, unanchored) matches, with rule "forbidden:<name>". Non-string
 // values are not text and pass. The message names the pattern, never the
@@ -22,20 +26,26 @@ type ForbiddenPolicy struct {
 
 // NewForbidden compiles pattern once; name becomes part of the rule id.
 func NewForbidden(name, path, pattern string) (contracts.Policy, error) {
-	if !nameRE.MatchString(name) {
+	re, err := regexp.Compile(pattern)
+	if err != nil {
+		return nil, fmt.Errorf("pattern %q: %v", pattern, err)
+	}
+	return NewForbiddenRegexp(name, path, re)
+}
+
+// NewForbiddenRegexp is NewForbidden with the pattern already compiled
+// (config compiles it to report a bad one at its own key).
+func NewForbiddenRegexp(name, path string, re *regexp.Regexp) (contracts.Policy, error) {
+	if !ValidName(name) {
 		return nil, fmt.Errorf("name %q: must match [A-Za-z0-9._-]+", name)
 	}
 	p, err := ParsePath(path)
 	if err != nil {
 		return nil, err
 	}
-	if pattern == "" {
+	if re.String() == "" {
 		// It would match every string.
 		return nil, fmt.Errorf("pattern for %s: must not be empty", name)
-	}
-	re, err := regexp.Compile(pattern)
-	if err != nil {
-		return nil, fmt.Errorf("pattern %q: %v", pattern, err)
 	}
 	return &ForbiddenPolicy{name: name, rule: RuleForbiddenPrefix + name, path: p, re: re}, nil
 }

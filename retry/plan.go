@@ -42,26 +42,12 @@ func (s Shorten) Validate() error {
 	return nil
 }
 
-// Attempt is one entry of a route's retry plan. Temperature is sent
-// exactly; a nil Shorten sends the content as attempt 1 did.
+// Attempt is one entry of a route's retry plan (config checks its
+// temperature). Temperature is sent exactly; a nil Shorten sends the
+// content as attempt 1 did.
 type Attempt struct {
 	Temperature float64
 	Shorten     *Shorten
-}
-
-// MaxTemperature is the largest temperature OpenAI's API accepts.
-const MaxTemperature = 2
-
-// Validate checks 0 <= Temperature <= MaxTemperature and, when set, the
-// Shorten.
-func (a Attempt) Validate() error {
-	if math.IsNaN(a.Temperature) || a.Temperature < 0 || a.Temperature > MaxTemperature {
-		return fmt.Errorf("temperature must be between 0 and %d, got %v", MaxTemperature, a.Temperature)
-	}
-	if a.Shorten != nil {
-		return a.Shorten.Validate()
-	}
-	return nil
 }
 
 // DefaultPlan is the plan of a route that omits `retry`: attempt 1 at the
@@ -78,17 +64,6 @@ func DefaultPlan(temperature float64) []Attempt {
 type Budget struct {
 	MaxInputTokens int
 	MaxTotalTokens int
-}
-
-// Validate rejects negative limits.
-func (b Budget) Validate() error {
-	if b.MaxInputTokens < 0 {
-		return fmt.Errorf("budget.max_input_tokens must not be negative, got %d", b.MaxInputTokens)
-	}
-	if b.MaxTotalTokens < 0 {
-		return fmt.Errorf("budget.max_total_tokens must not be negative, got %d", b.MaxTotalTokens)
-	}
-	return nil
 }
 
 // InputTooLarge reports whether attempt 1's offline input count exceeds
