@@ -22,10 +22,12 @@ const (
 	// RateLimitStoreTimeout bounds one Redis call: a slow store must not
 	// slow every request by more than this.
 	RateLimitStoreTimeout = 100 * time.Millisecond
-	// RateLimitStoreBackoff: after a failed call, requests skip the store
-	// (and pass) for this long, so a store that hangs costs one timeout
-	// per backoff rather than one per request.
+	// RateLimitStoreBackoff: after RateLimitStoreTrip failed calls in a
+	// row, requests skip the store (and pass) for this long, so a store
+	// that hangs costs one timeout per backoff rather than one per request.
+	// A single slow call does not open the limiter for everyone.
 	RateLimitStoreBackoff = time.Second
+	RateLimitStoreTrip    = 3
 	// RateLimitLogInterval: at most one "store unavailable" line this often.
 	RateLimitLogInterval = 30 * time.Second
 )
@@ -50,6 +52,7 @@ type rateLimiter struct {
 
 	lastLog    atomic.Int64 // unix nanos of the last "unavailable" line
 	suppressed atomic.Int64 // failures since that line
+	inARow     atomic.Int64 // failures since the last success
 	downUntil  atomic.Int64 // unix nanos; before it, the store is skipped
 	down       atomic.Bool  // a failure was logged and no success since
 }
@@ -116,6 +119,9 @@ func (l *rateLimiter) allow(ctx context.Context, client string) *APIError {
 		l.fail(now, err)
 		return nil
 	}
+	if l.inARow.Load() != 0 {
+		l.inARow.Store(0)
+	}
 	if l.down.Load() && l.down.CompareAndSwap(true, false) {
 		l.log().Info("rate limit store reachable again")
 	}
@@ -126,8 +132,8 @@ func (l *rateLimiter) allow(ctx context.Context, client string) *APIError {
 		Message: "rate limit exceeded; retry later", RetryAfter: max(int(math.Ceil(wait.Seconds())), 1)}
 }
 
-// fail counts a store failure, backs off, and logs at most once per
-// interval (with how many failures the interval saw).
+// fail counts a store failure, backs off after several in a row, and logs
+// at most once per interval (with how many failures the interval saw).
 func (l *rateLimiter) fail(now int64, err error) {
 	if m, ok := l.metrics.Load().(RateLimitMetrics); ok {
 		m.StoreError()
@@ -136,7 +142,9 @@ func (l *rateLimiter) fail(now int64, err error) {
 	if backoff == 0 {
 		backoff = RateLimitStoreBackoff
 	}
-	l.downUntil.Store(now + int64(backoff))
+	if l.inARow.Add(1) >= RateLimitStoreTrip {
+		l.downUntil.Store(now + int64(backoff))
+	}
 	l.down.Store(true)
 	n := l.suppressed.Add(1)
 	every := l.logEvery

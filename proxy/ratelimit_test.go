@@ -5,7 +5,9 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http/httptest"
 	"strings"
@@ -322,5 +324,79 @@ func TestUpstreamConcurrencyCap(t *testing.T) {
 		if _, err := s.acquire(ctx, free); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// scriptedStore answers take from a script: an error, or a wait.
+type scriptedStore struct {
+	mu    sync.Mutex
+	steps []error // nil: refuse (wait 1 s)
+	calls int
+}
+
+func (s *scriptedStore) take(context.Context, string, *config.RateLimit) (time.Duration, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls++
+	if len(s.steps) == 0 {
+		return time.Second, nil
+	}
+	err := s.steps[0]
+	s.steps = s.steps[1:]
+	if err != nil {
+		return 0, err
+	}
+	return time.Second, nil
+}
+
+func (s *scriptedStore) close() {}
+
+// TestRateLimiterTrip: one failed store call lets that request through
+// but the next one asks the store again; RateLimitStoreTrip failures in a
+// row skip the store for the backoff; a success closes it again.
+func TestRateLimiterTrip(t *testing.T) {
+	boom := errors.New("boom")
+	for _, tc := range []struct {
+		name      string
+		failures  int
+		wantCalls int // store calls for failures + 3 requests, within the backoff
+	}{
+		{"one failure", 1, 1 + 3},
+		{"two in a row", 2, 2 + 3},
+		{"trips", RateLimitStoreTrip, RateLimitStoreTrip},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := &scriptedStore{}
+			for range tc.failures {
+				st.steps = append(st.steps, boom)
+			}
+			var m countMetric
+			l := &rateLimiter{backoff: time.Hour}
+			l.logger.Store(slog.New(slog.NewJSONHandler(io.Discard, nil)))
+			l.metrics.Store(RateLimitMetrics(&m))
+			l.state.Store(&limitState{cfg: &config.RateLimit{RequestsPerSecond: 1}, store: st})
+			for i := range tc.failures {
+				if e := l.allow(context.Background(), "c"); e != nil {
+					t.Fatalf("failure %d refused: fail open", i+1)
+				}
+			}
+			refused := 0
+			for range 3 {
+				if l.allow(context.Background(), "c") != nil {
+					refused++
+				}
+			}
+			if st.calls != tc.wantCalls || int(m.n.Load()) != tc.failures {
+				t.Errorf("store calls %d (want %d), errors counted %d (want %d)", st.calls, tc.wantCalls, m.n.Load(), tc.failures)
+			}
+			if tripped := tc.failures >= RateLimitStoreTrip; tripped != (refused == 0) {
+				t.Errorf("%d refused after %d failures", refused, tc.failures)
+			}
+			// The backoff over, a success resets the count.
+			l.downUntil.Store(0)
+			if l.allow(context.Background(), "c") == nil || l.inARow.Load() != 0 {
+				t.Errorf("after the backoff: the store's answer is not used, or failures not reset (%d)", l.inARow.Load())
+			}
+		})
 	}
 }
