@@ -236,9 +236,15 @@ func (c *compiler) rateLimit(rl RateLimit) *RateLimit {
 		if rl.RedisURLEnv != "" {
 			c.ps.add("server.rate_limit.redis_url_env", "redis_url_env is only used with store: redis")
 		}
+		if rl.Timeout != 0 {
+			c.ps.add("server.rate_limit.timeout", "timeout is only used with store: redis")
+		}
 	case "redis":
 		if rl.RedisURLEnv == "" {
 			rl.RedisURLEnv = DefaultRedisURLEnv
+		}
+		if rl.Timeout == 0 {
+			rl.Timeout = DefaultRateLimitTimeout
 		}
 		const key = "server.rate_limit.redis_url_env"
 		switch u, err := url.Parse(os.Getenv(rl.RedisURLEnv)); {

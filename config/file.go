@@ -62,6 +62,8 @@ type RateLimit struct {
 	Burst             int     `yaml:"burst"`
 	Store             string  `yaml:"store"`
 	RedisURLEnv       string  `yaml:"redis_url_env"`
+	// Timeout bounds one Redis call (store: redis); 0 is the default.
+	Timeout time.Duration `yaml:"timeout"`
 }
 
 type Audit struct {

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestRateLimitProblems(t *testing.T) {
@@ -23,6 +24,9 @@ func TestRateLimitProblems(t *testing.T) {
 		{"default url env unset", "server: {rate_limit: {requests_per_second: 5, store: redis}}\n", `server.rate_limit.redis_url_env: environment variable CONTRACTD_REDIS_URL is not set`},
 		{"url env bad name", "server: {rate_limit: {requests_per_second: 5, store: redis, redis_url_env: \"a b\"}}\n", `server.rate_limit.redis_url_env: "a b" is not an environment variable name`},
 		{"not a redis url", "server: {rate_limit: {requests_per_second: 5, store: redis, redis_url_env: RL_BAD_URL_TEST}}\n", `server.rate_limit.redis_url_env: environment variable RL_BAD_URL_TEST does not hold a redis://, rediss:// or unix:// URL`},
+		{"redis timeout", "server: {rate_limit: {requests_per_second: 5, store: redis, redis_url_env: RL_REDIS_TEST, timeout: 250ms}}\n", ""},
+		{"timeout with memory", "server: {rate_limit: {requests_per_second: 5, timeout: 1s}}\n", `server.rate_limit.timeout: timeout is only used with store: redis`},
+		{"bad timeout", "server: {rate_limit: {requests_per_second: 5, store: redis, redis_url_env: RL_REDIS_TEST, timeout: soon}}\n", `server.rate_limit.timeout: invalid duration "soon"`},
 		{"rate zero", "server: {rate_limit: {requests_per_second: 0, store: redis, redis_url_env: RL_REDIS_TEST}}\n", `server.rate_limit: requests_per_second must be positive`},
 	}
 	for _, tt := range tests {
@@ -63,9 +67,11 @@ func TestRateLimitDefaults(t *testing.T) {
 	t.Setenv(DefaultRedisURLEnv, "redis://127.0.0.1:1/0")
 	for _, tt := range []struct {
 		yaml, store, env string
+		timeout          time.Duration
 	}{
-		{"server: {rate_limit: {requests_per_second: 5}}\n", "memory", ""},
-		{"server: {rate_limit: {requests_per_second: 5, store: redis}}\n", "redis", DefaultRedisURLEnv},
+		{"server: {rate_limit: {requests_per_second: 5}}\n", "memory", "", 0},
+		{"server: {rate_limit: {requests_per_second: 5, store: redis}}\n", "redis", DefaultRedisURLEnv, 100 * time.Millisecond},
+		{"server: {rate_limit: {requests_per_second: 5, store: redis, timeout: 2s}}\n", "redis", DefaultRedisURLEnv, 2 * time.Second},
 	} {
 		p := filepath.Join(dir, "c.yaml")
 		os.WriteFile(p, []byte(base+tt.yaml), 0o644)
@@ -74,7 +80,7 @@ func TestRateLimitDefaults(t *testing.T) {
 			t.Fatal(err)
 		}
 		rl := rt.Server.RateLimit
-		if rl == nil || rl.Store != tt.store || rl.RedisURLEnv != tt.env || rl.RequestsPerSecond != 5 {
+		if rl == nil || rl.Store != tt.store || rl.RedisURLEnv != tt.env || rl.RequestsPerSecond != 5 || rl.Timeout != tt.timeout {
 			t.Errorf("%s: got %+v", tt.yaml, rl)
 		}
 	}

@@ -129,5 +129,6 @@ const (
 	DefaultDedupeWindow     = 60 * time.Second
 	DefaultReviewDSNEnv     = "CONTRACTD_REVIEW_DSN"
 	DefaultRedisURLEnv      = "CONTRACTD_REDIS_URL"
+	DefaultRateLimitTimeout = 100 * time.Millisecond
 	ReviewSpoolFile         = "review-spool.jsonl"
 )

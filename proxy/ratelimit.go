@@ -19,9 +19,6 @@ type RateLimitMetrics interface{ StoreError() }
 
 // Rate-limit store tuning (docs/config.md).
 const (
-	// RateLimitStoreTimeout bounds one Redis call: a slow store must not
-	// slow every request by more than this.
-	RateLimitStoreTimeout = 100 * time.Millisecond
 	// RateLimitStoreBackoff: after RateLimitStoreTrip failed calls in a
 	// row, requests skip the store (and pass) for this long, so a store
 	// that hangs costs one timeout per backoff rather than one per request.
@@ -85,10 +82,10 @@ func (l *rateLimiter) configure(c *config.RateLimit, env func(string) string) {
 	case c == nil:
 	case c.Store == "redis":
 		next.url = env(c.RedisURLEnv)
-		if old != nil && old.url == next.url && old.store != nil {
+		if old != nil && old.url == next.url && old.store != nil && old.cfg != nil && old.cfg.Timeout == c.Timeout {
 			next.store = old.store
 		} else {
-			next.store = newRedisStore(next.url, RateLimitStoreTimeout)
+			next.store = newRedisStore(next.url, c.Timeout)
 		}
 	default:
 		next.store = &memoryStore{buckets: map[string]*bucket{}}
@@ -96,7 +93,7 @@ func (l *rateLimiter) configure(c *config.RateLimit, env func(string) string) {
 	l.state.Store(next)
 	if old != nil && old.store != nil && old.store != next.store {
 		// Requests that loaded the old state may still be using it.
-		time.AfterFunc(2*RateLimitStoreTimeout+time.Second, old.store.close)
+		time.AfterFunc(2*old.cfg.Timeout+time.Second, old.store.close)
 	}
 }
 

@@ -51,6 +51,9 @@ type redisStore struct {
 var quietRedis sync.Once
 
 func newRedisStore(url string, timeout time.Duration) *redisStore {
+	if timeout <= 0 {
+		timeout = config.DefaultRateLimitTimeout
+	}
 	// go-redis logs pool failures to stderr; the limiter logs (rate
 	// limited) and counts them itself.
 	quietRedis.Do(func() { redis.SetLogger(discardLogger{}) })

@@ -35,6 +35,9 @@ func rateCfg(t *testing.T, store string, rate float64, burst int) *config.RateLi
 	c := &config.RateLimit{RequestsPerSecond: rate, Burst: burst, Store: store}
 	if store == "redis" {
 		c.RedisURLEnv = "RL_TEST_REDIS_URL"
+		// Generous: a call that times out fails open, which would read
+		// as a limiter letting too much through on an overloaded machine.
+		c.Timeout = 2 * time.Second
 	}
 	return c
 }
