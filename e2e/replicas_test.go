@@ -550,7 +550,9 @@ func TestReplicasSharedRateLimit(t *testing.T) {
 			o := clusterOpts{upstream: up.URL(),
 				rateLimit: fmt.Sprintf("{requests_per_second: %g, burst: %g, store: %s}", rate, burst, store)}
 			if store == "redis" {
-				o.rateLimit = fmt.Sprintf("{requests_per_second: %g, burst: %g, store: redis, redis_url_env: RL_REDIS_URL}", rate, burst)
+				// timeout 2s: at the default 100 ms a call stalled by an
+				// overloaded 2-core machine fails open and lets one extra through.
+				o.rateLimit = fmt.Sprintf("{requests_per_second: %g, burst: %g, store: redis, redis_url_env: RL_REDIS_URL, timeout: 2s}", rate, burst)
 				o.env = []string{"RL_REDIS_URL=" + testkit.RedisURL(t)}
 			}
 			c := startCluster(t, 3, o)
