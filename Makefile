@@ -7,7 +7,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.version=$(VERSION)
 FUZZTIME ?= 20s
 
-.PHONY: all build test test-go test-e2e vet bench bench-engine bench-review bench-ratelimit fuzz demo run clean deps deps-test
+.PHONY: all build test test-go test-e2e vet bench bench-engine bench-review bench-ratelimit bench-replicas fuzz demo run clean deps deps-test
 
 all: build
 
@@ -64,6 +64,11 @@ bench-ratelimit:
 	$(GO) test -c -o bin/proxy.test ./proxy/
 	cd proxy && for i in 1 2 3 4 5; do ../bin/proxy.test -test.run '^$$' -test.bench 'RateLimit(Path|Allow)' -test.benchtime 3000x; done
 
+# One contractd replica against three on one PostgreSQL (the built binary,
+# three interleaved rounds; docs/benchmarks.md).
+bench-replicas: build
+	CONTRACTD_E2E_BIN=$(BIN)/contractd $(GO) test -run '^$$' -bench Replicas -benchtime 3000x ./e2e/
+
 # Side by side: the mock upstream directly, a bare proxy hop, and contractd
 # validating, at concurrency 1/16/64; then the engine and review benchmarks.
 bench: build
@@ -71,6 +76,7 @@ bench: build
 	$(MAKE) bench-engine
 	$(MAKE) bench-review
 	$(MAKE) bench-ratelimit
+	$(MAKE) bench-replicas
 
 # Each fuzz target for FUZZTIME (go test runs one -fuzz target at a time).
 fuzz:

@@ -424,7 +424,7 @@ func TestReplicas(t *testing.T) {
 			// From the moment the approval was sent: replica 1 may answer
 			// its waiter before replica 3's own response arrives.
 			lag := r.at.Sub(sent)
-			if lag > time.Second {
+			if lag > 2*time.Second {
 				t.Fatalf("waiter released %v after the approval was sent (held %v): not woken by the other replica", lag, r.at.Sub(began))
 			}
 			t.Logf("waiter on replica 1 released %v after the approval was sent to replica 3 (which answered in %v)",
@@ -474,7 +474,7 @@ func TestReplicas(t *testing.T) {
 		if failed > 0 {
 			t.Fatalf("%d of %d requests failed during the rolling restart", failed, len(all))
 		}
-		if len(all) < 100 {
+		if len(all) < 60 {
 			t.Fatalf("only %d requests during the restart: load too thin to prove anything", len(all))
 		}
 		for _, o := range all {
