@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"github.com/contractd/contractd/internal/testkit"
+	"github.com/jackc/pgx/v5"
 )
 
 // Several replicas behave as one (SPEC §11): three real contractd
@@ -610,5 +612,94 @@ func TestReplicasSharedRateLimit(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// PostgreSQL down at start and again while serving (its own throwaway
+// server, stopped and restarted): serve starts and stays ready, each 422
+// is spooled (stored: true), and once the server is back the spool drains
+// into it and the items resolve as usual.
+func TestPostgresOutage(t *testing.T) {
+	up := newUpstream(t, byModel)
+	srv := testkit.StartPostgres(t)
+	srv.Pause(t)
+	dir := t.TempDir()
+	env := baseEnv()
+	env["CONTRACTD_REVIEW_DSN"] = srv.DSN
+	cfg := writeConfig(t, dir, renderConfig(cfgOpts{upstream: up.URL()})+"\nreview:\n  store: postgres\n  dsn_env: CONTRACTD_REVIEW_DSN\n")
+	d := startDaemon(t, cfg, env)
+	client := &http.Client{Timeout: 30 * time.Second}
+	defer client.CloseIdleConnections()
+	spool := filepath.Join(dir, "review-spool.jsonl")
+
+	outage := func(phase string) []string {
+		t.Helper()
+		if st, _ := adminGet(t, d, "/readyz"); st != 200 {
+			t.Fatalf("%s: not ready with the store down: %d", phase, st)
+		}
+		var ids []string
+		for range 3 {
+			id, ok := badReview(client, d)
+			if !ok {
+				t.Fatalf("%s: 422 not stored (spooled)", phase)
+			}
+			ids = append(ids, id)
+		}
+		b, err := os.ReadFile(spool)
+		if err != nil {
+			t.Fatalf("%s: no spool: %v", phase, err)
+		}
+		for _, id := range ids {
+			if !strings.Contains(string(b), id) {
+				t.Fatalf("%s: %s not in the spool", phase, id)
+			}
+		}
+		return ids
+	}
+	drained := func(phase string, ids []string) {
+		t.Helper()
+		if !waitFor(20*time.Second, func() bool { _, err := os.Stat(spool); return os.IsNotExist(err) }) {
+			t.Fatalf("%s: spool never drained:\n%s", phase, d.stderr)
+		}
+		// In PostgreSQL itself, not only findable through the spool.
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		conn, err := pgx.Connect(ctx, srv.DSN)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close(ctx)
+		var n int
+		if err := conn.QueryRow(ctx, `SELECT count(*) FROM reviews WHERE id = ANY($1)`, ids).Scan(&n); err != nil || n != len(ids) {
+			t.Fatalf("%s: %d of %d items in PostgreSQL (%v)", phase, n, len(ids), err)
+		}
+	}
+
+	atStart := outage("down at start")
+	if _, ok := d.logLine(5*time.Second, msgIs("review store unavailable; items are spooled")); !ok {
+		t.Fatal("store failure not logged")
+	}
+	srv.Resume(t)
+	drained("after start", atStart)
+
+	srv.Pause(t)
+	whileServing := outage("down while serving")
+	srv.Resume(t)
+	drained("after the second outage", whileServing)
+
+	// The pool reconnected: resolutions work as before.
+	if !waitFor(15*time.Second, func() bool {
+		req, _ := http.NewRequest("POST", "http://"+d.Admin+"/admin/reviews/"+whileServing[0]+"/approve", strings.NewReader(approveBody))
+		resp, err := client.Do(req)
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == 200
+	}) {
+		t.Fatalf("approve after the outage never succeeded:\n%s", d.stderr)
+	}
+	if strings.Contains(d.stderr.String(), srv.DSN) {
+		t.Error("the DSN reached the log")
 	}
 }

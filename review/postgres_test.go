@@ -243,3 +243,57 @@ func BenchmarkPostgresCreate(b *testing.B) {
 		b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99-ms")
 	}
 }
+
+// After the server restarts, the pool reconnects and the listener does
+// too: a resolution on another store wakes this store's waiter again.
+func TestPostgresReconnectsAfterRestart(t *testing.T) {
+	srv := testkit.StartPostgres(t)
+	hub := review.NewHub()
+	a, err := review.OpenPostgres(context.Background(), srv.DSN, review.PostgresOptions{Hub: hub})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b, err := review.OpenPostgres(context.Background(), srv.DSN, review.PostgresOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	srv.Pause(t)
+	if _, err := a.Create(context.Background(), storetest.NewItem("down", "a", time.Now()), false); err == nil {
+		t.Fatal("create succeeded with the server stopped")
+	}
+	srv.Resume(t)
+	// The first calls may meet connections the restart closed; within a
+	// few seconds both stores work again.
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		_, err := a.Create(context.Background(), storetest.NewItem("up", "a", time.Now()), false)
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("store did not recover after the restart: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	ch, cancel := hub.Subscribe("up")
+	defer cancel()
+	deadline = time.Now().Add(15 * time.Second)
+	for {
+		_, err := b.Resolve(context.Background(), "up", review.Resolve{Status: review.StatusRejected, At: time.Now(),
+			Resolution: review.Resolution{By: review.ByReviewer, Reviewer: "ann"}})
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("resolve did not recover after the restart: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	select {
+	case <-ch:
+	case <-time.After(10 * time.Second):
+		t.Fatal("waiter not woken after the restart: the listener did not reconnect (or catch up)")
+	}
+}

@@ -9,6 +9,8 @@
 #                                 (eval-able; nothing else on stdout)
 #   scripts/postgres.sh stop DIR  stop that server and remove DIR
 #                                 (DIR defaults to $CONTRACTD_TEST_PG_DIR)
+#   scripts/postgres.sh pause DIR   stop the server, keep its data (outage tests)
+#   scripts/postgres.sh resume DIR  start it again on the same port
 #
 # PostgreSQL refuses to run as root: as root the server runs as the
 # unprivileged user contractd-test (created when missing), which owns DIR.
@@ -89,9 +91,8 @@ start() {
   for try in $(seq 1 20); do
     port=$(( 20000 + (RANDOM * 32768 + RANDOM) % 40000 ))
     port_free "$port" || continue
-    if as_user "$bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 -s \
-        -o "-c listen_addresses=127.0.0.1 -p $port -c unix_socket_directories=$dir/run -c max_connections=300 -c shared_buffers=64MB -c fsync=on" \
-        start >&2; then
+    if server_start "$bin" "$dir" "$port"; then
+      echo "$port" >"$dir/port"
       echo "CONTRACTD_TEST_PG_DSN=postgres://postgres@127.0.0.1:$port/postgres?sslmode=disable"
       echo "CONTRACTD_TEST_PG_DIR=$dir"
       return 0
@@ -101,6 +102,29 @@ start() {
   done
   log "could not start PostgreSQL (see $dir/server.log)"
   exit 1
+}
+
+server_start() {
+  as_user "$1/pg_ctl" -D "$2/data" -l "$2/server.log" -w -t 60 -s \
+    -o "-c listen_addresses=127.0.0.1 -p $3 -c unix_socket_directories=$2/run -c max_connections=300 -c shared_buffers=64MB -c fsync=on" \
+    start >&2
+}
+
+ours() {
+  case "$1" in
+    "${TMPDIR:-/tmp}"/contractd-pg.*) [ -d "$1/data" ] ;;
+    *) false ;;
+  esac
+}
+
+pause() {
+  ours "${1:-}" || { log "pause needs the DIR that start printed"; exit 2; }
+  as_user "$(bindir)/pg_ctl" -D "$1/data" -m fast -w -t 30 -s stop >&2
+}
+
+resume() {
+  ours "${1:-}" || { log "resume needs the DIR that start printed"; exit 2; }
+  server_start "$(bindir)" "$1" "$(cat "$1/port")"
 }
 
 stop() {
@@ -123,5 +147,7 @@ case "${1:-}" in
   install) install ;;
   start) start ;;
   stop) stop "${2:-}" ;;
-  *) echo "usage: $0 install | start | stop DIR" >&2; exit 2 ;;
+  pause) pause "${2:-}" ;;
+  resume) resume "${2:-}" ;;
+  *) echo "usage: $0 install | start | stop DIR | pause DIR | resume DIR" >&2; exit 2 ;;
 esac

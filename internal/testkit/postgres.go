@@ -196,3 +196,45 @@ func pgExec(ctx context.Context, dsn, sql string) error {
 	_, err = c.Exec(ctx, sql)
 	return err
 }
+
+// OwnPostgres is a throwaway PostgreSQL one test owns, for tests that
+// stop and restart it (an outage) without disturbing the shared one.
+type OwnPostgres struct {
+	DSN    string
+	dir    string
+	script string
+}
+
+// StartPostgres starts a server of the test's own through
+// scripts/postgres.sh; it is removed when the test ends.
+func StartPostgres(t testing.TB) *OwnPostgres {
+	t.Helper()
+	script, err := postgresScript()
+	if err != nil {
+		t.Fatalf("postgres for tests: %v", err)
+	}
+	dsn, dir, err := startPostgres()
+	if err != nil {
+		t.Fatalf("postgres for tests: %v", err)
+	}
+	p := &OwnPostgres{DSN: dsn, dir: dir, script: script}
+	t.Cleanup(func() {
+		if out, err := exec.Command(script, "stop", dir).CombinedOutput(); err != nil {
+			t.Errorf("postgres for tests: stop: %v: %s", err, out)
+		}
+	})
+	return p
+}
+
+// Pause stops the server and keeps its data: clients see it down.
+func (p *OwnPostgres) Pause(t testing.TB) { p.run(t, "pause") }
+
+// Resume starts it again on the same port.
+func (p *OwnPostgres) Resume(t testing.TB) { p.run(t, "resume") }
+
+func (p *OwnPostgres) run(t testing.TB, what string) {
+	t.Helper()
+	if out, err := exec.Command(p.script, what, p.dir).CombinedOutput(); err != nil {
+		t.Fatalf("postgres %s: %v: %s", what, err, out)
+	}
+}
