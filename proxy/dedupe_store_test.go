@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -160,4 +163,49 @@ func (l *lockedBuf) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.buf.String()
+}
+
+// BenchmarkDedupeStoreLookup is what the second-level lookup costs a
+// request that misses the memory: the valid path (which never finds a
+// verdict) with review.store sqlite and dedupe_window 60s, against
+// window 0 (no dedupe at all) and store none (the memory level alone). Handler called directly, one request
+// at a time, so the figure is the per-request CPU and latency the store
+// read adds.
+//
+//	go test -run '^$' -bench DedupeStoreLookup -count 6 ./proxy/
+func BenchmarkDedupeStoreLookup(b *testing.B) {
+	up := testkit.NewUpstream(b, func(w http.ResponseWriter, r *http.Request, c *upCall) {
+		reply(w, 200, completion(validClassify, "stop", 10, 5))
+	})
+	up.SetQuiet(true)
+	defer up.Close()
+	for _, c := range []struct {
+		name   string
+		window time.Duration
+		store  bool
+	}{{"sqlite/window=0", 0, true}, {"none/window=60s", time.Minute, false}, {"sqlite/window=60s", time.Minute, true}} {
+		b.Run(c.name, func(b *testing.B) {
+			rt := loadRuntime(b, up.URL(), cfg{})
+			rt.Review.DedupeWindow = c.window
+			srv := NewServer(rt, NewCaller(testKeys), audit.NewWriter(io.Discard), nil)
+			if c.store {
+				dir := b.TempDir()
+				q := NewReviewQueue(context.Background(), func(ctx context.Context) (review.Store, error) {
+					return review.OpenSQLite(ctx, filepath.Join(dir, "reviews.db"))
+				}, filepath.Join(dir, "review-spool.jsonl"), nil)
+				defer q.Close()
+				srv.Reviews = q
+			}
+			h := srv.Handler(nil)
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				req := httptest.NewRequest("POST", "/v1/chat/completions", strings.NewReader(classifyReq))
+				rec := httptest.NewRecorder()
+				h.ServeHTTP(rec, req)
+				if rec.Code != 200 {
+					b.Fatalf("status %d %s", rec.Code, rec.Body)
+				}
+			}
+		})
+	}
 }

@@ -39,6 +39,7 @@ type SQLite struct {
 	w  *sql.DB // the one writer connection: writers queue in Go, not in SQLite's busy handler
 
 	insItem, insRule *sql.Stmt // prepared once: parsing SQL per item costs more than the insert
+	findDedupe       *sql.Stmt // on the readers; asked by every contract request that misses the proxy's memory
 
 	creates    chan createReq
 	closed     chan struct{}
@@ -94,7 +95,15 @@ func openSQLite(ctx context.Context, file string, every time.Duration) (*SQLite,
 		w.Close()
 		return nil, fmt.Errorf("review store %s: %w", file, err)
 	}
-	s := &SQLite{db: db, w: w, insItem: insItem, insRule: insRule, creates: make(chan createReq), closed: make(chan struct{}), writerDone: make(chan struct{}), ckptDone: make(chan struct{})}
+	findDedupe, err := db.PrepareContext(ctx, sqlFindDedupe)
+	if err != nil {
+		insItem.Close()
+		insRule.Close()
+		db.Close()
+		w.Close()
+		return nil, fmt.Errorf("review store %s: %w", file, err)
+	}
+	s := &SQLite{db: db, w: w, insItem: insItem, insRule: insRule, findDedupe: findDedupe, creates: make(chan createReq), closed: make(chan struct{}), writerDone: make(chan struct{}), ckptDone: make(chan struct{})}
 	go s.writer()
 	go s.checkpointer(every)
 	return s, nil
@@ -177,7 +186,7 @@ func (s *SQLite) Close() error {
 		close(s.closed)
 		<-s.writerDone
 		<-s.ckptDone
-		err = errors.Join(s.insItem.Close(), s.insRule.Close(), s.db.Close(), s.w.Close())
+		err = errors.Join(s.insItem.Close(), s.insRule.Close(), s.findDedupe.Close(), s.db.Close(), s.w.Close())
 	})
 	return err
 }
@@ -200,6 +209,8 @@ const (
 	sqlInsertItem = `INSERT INTO reviews (id, status, created_ns, route, prompt_name, prompt_sha,
 		contract_name, contract_sha, key_id, input, request, attempts, dedupe_key, dedupe_until_ns, dedupe_answer)
 		VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT (id) DO NOTHING`
+	sqlFindDedupe = `SELECT id, dedupe_until_ns, dedupe_answer FROM reviews
+		WHERE dedupe_key = ? AND dedupe_until_ns > ? ORDER BY dedupe_until_ns DESC LIMIT 1`
 	sqlInsertRule = `INSERT INTO review_rules (review_id, rule, created_ns, status, route, contract_name) VALUES (?,?,?,'pending',?,?) ON CONFLICT DO NOTHING`
 )
 
@@ -722,8 +733,7 @@ func (s *SQLite) FinishDelivery(ctx context.Context, id string, done bool, retry
 func (s *SQLite) FindDedupe(ctx context.Context, key string, now time.Time) (string, *Dedupe, error) {
 	var id, answer string
 	var until int64
-	err := s.db.QueryRowContext(ctx, `SELECT id, dedupe_until_ns, dedupe_answer FROM reviews
-		WHERE dedupe_key = ? AND dedupe_until_ns > ? ORDER BY dedupe_until_ns DESC LIMIT 1`, key, now.UnixNano()).Scan(&id, &until, &answer)
+	err := s.findDedupe.QueryRowContext(ctx, key, now.UnixNano()).Scan(&id, &until, &answer)
 	if errors.Is(err, sql.ErrNoRows) {
 		return "", nil, ErrNotFound
 	}
