@@ -11,6 +11,8 @@
 #                                 (DIR defaults to $CONTRACTD_TEST_PG_DIR)
 #   scripts/postgres.sh pause DIR   stop the server, keep its data (outage tests)
 #   scripts/postgres.sh resume DIR  start it again on the same port
+#   scripts/postgres.sh watch DIR PID  stop and remove DIR once process PID
+#                                 is gone (a test binary that crashed)
 #
 # PostgreSQL refuses to run as root: as root the server runs as the
 # unprivileged user contractd-test (created when missing), which owns DIR.
@@ -127,6 +129,12 @@ resume() {
   server_start "$(bindir)" "$1" "$(cat "$1/port")"
 }
 
+watch() {
+  ours "${1:-}" || exit 0
+  while kill -0 "$2" 2>/dev/null && [ -d "$1" ]; do sleep 1; done
+  if [ -d "$1" ]; then stop "$1"; fi
+}
+
 stop() {
   local dir="${1:-${CONTRACTD_TEST_PG_DIR:-}}" bin
   if [ -z "$dir" ]; then
@@ -149,5 +157,6 @@ case "${1:-}" in
   stop) stop "${2:-}" ;;
   pause) pause "${2:-}" ;;
   resume) resume "${2:-}" ;;
+  watch) watch "${2:-}" "${3:?watch needs DIR PID}" ;;
   *) echo "usage: $0 install | start | stop DIR | pause DIR | resume DIR" >&2; exit 2 ;;
 esac

@@ -12,8 +12,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -124,6 +126,14 @@ func startPostgres() (dsn, dir string, err error) {
 	}
 	if dsn == "" || dir == "" {
 		return "", "", fmt.Errorf("%s start printed no DSN:\n%s\n%s", script, out, stderr.Bytes())
+	}
+	// A test binary that panics or is killed never reaches its teardown:
+	// a watcher in its own session stops the server once this process is
+	// gone (and exits by itself when the teardown removed the directory).
+	w := exec.Command(script, "watch", dir, strconv.Itoa(os.Getpid()))
+	w.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := w.Start(); err == nil {
+		go w.Wait()
 	}
 	return dsn, dir, nil
 }
