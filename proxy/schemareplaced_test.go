@@ -170,3 +170,38 @@ func TestNormSchema(t *testing.T) {
 		}
 	}
 }
+
+// FuzzSchemaSum: any client response_format is read without a panic; a
+// schema's normal form is stable (normalising twice changes nothing) and
+// does not depend on member order.
+func FuzzSchemaSum(f *testing.F) {
+	f.Add([]byte(answerSchema))
+	f.Add([]byte(`{"$schema":"x","properties":{"title":{"type":["null","string"],"description":"d"}},"required":["b","a"],"anyOf":[{"items":[{"const":1}]}]}`))
+	f.Add([]byte(`{"items":{"items":{"items":{}}},"enum":[{"title":1}],"not":true}`))
+	f.Add([]byte(`[1,"a",null]`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		_ = schemaSum(b)
+		obj := object{{Name: "response_format", Value: []byte(`{"type":"json_schema","json_schema":{"schema":` + string(b) + `}}`)}}
+		_, _ = clientSchema(obj)
+		var v any
+		if json.Unmarshal(b, &v) != nil {
+			return
+		}
+		once, _ := json.Marshal(normSchema(v))
+		var again any
+		if err := json.Unmarshal(once, &again); err != nil {
+			t.Fatal(err)
+		}
+		twice, _ := json.Marshal(normSchema(again))
+		if string(once) != string(twice) {
+			t.Fatalf("not stable:\n%s\n%s", once, twice)
+		}
+		if m, ok := v.(map[string]any); ok && len(m) > 1 {
+			// the same members in another order: json.Marshal of the map is the reordering
+			re, _ := json.Marshal(m)
+			if schemaSum(re) != schemaSum(b) {
+				t.Fatalf("member order changed the sum: %s", b)
+			}
+		}
+	})
+}
