@@ -85,7 +85,8 @@ const (
 	VALUES ($1, 'pending', $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $16, $17, $18)
 	ON CONFLICT (id) DO NOTHING RETURNING id, created_ns
 ), rules AS (
-	INSERT INTO review_rules (review_id, rule, created_ns) SELECT ins.id, r, ins.created_ns FROM ins, unnest($12::text[]) AS r
+	INSERT INTO review_rules (review_id, rule, created_ns, status, route, contract_name)
+	SELECT ins.id, r, ins.created_ns, 'pending', $3, $6 FROM ins, unnest($12::text[]) AS r
 	ON CONFLICT DO NOTHING
 ), hook AS (
 	INSERT INTO webhook_outbox (id, type, review_id, body, created_ns, next_ns)
@@ -362,37 +363,12 @@ func (s *Postgres) List(ctx context.Context, f Filter) ([]*Item, string, error) 
 	if err := CheckFilter(&f); err != nil {
 		return nil, "", err
 	}
+	q, a, err := pgListQuery(f)
+	if err != nil {
+		return nil, "", err
+	}
 	ctx, cancel := s.opCtx(ctx)
 	defer cancel()
-	var where []string
-	var a args
-	from := `reviews r`
-	if f.Rule != "" {
-		// Drive the query from the rule index, newest first.
-		from = `review_rules x JOIN reviews r ON r.id = x.review_id`
-		where = append(where, `x.rule = `+a.add(f.Rule))
-	}
-	if f.Status != "" {
-		where = append(where, `r.status = `+a.add(string(f.Status)))
-	}
-	if f.Route != "" {
-		where = append(where, `r.route = `+a.add(f.Route))
-	}
-	if f.Contract != "" {
-		where = append(where, `r.contract_name = `+a.add(f.Contract))
-	}
-	if f.Cursor != "" {
-		ns, id, err := decodeCursor(f.Cursor)
-		if err != nil {
-			return nil, "", err
-		}
-		where = append(where, `(r.created_ns, r.id) < (`+a.add(ns)+`, `+a.add(id)+`)`)
-	}
-	q := `SELECT r.` + strings.ReplaceAll(itemColumns, ", ", ", r.") + ` FROM ` + from
-	if len(where) > 0 {
-		q += ` WHERE ` + strings.Join(where, ` AND `)
-	}
-	q += ` ORDER BY r.created_ns DESC, r.id DESC LIMIT ` + a.add(f.Limit+1)
 	rows, err := s.pool.Query(ctx, q, a...)
 	if err != nil {
 		return nil, "", fmt.Errorf("review store: list: %w", err)
@@ -416,6 +392,46 @@ func (s *Postgres) List(ctx context.Context, f Filter) ([]*Item, string, error) 
 		next = encodeCursor(last.CreatedAt.UnixNano(), last.ID)
 	}
 	return items, next, nil
+}
+
+// pgListQuery is List's SQL for a checked filter. With a rule the query is
+// driven by review_rules, whose rows carry the status, route and contract,
+// in its own newest-first order; otherwise by the reviews index of the
+// filters given (TestPostgresListPlans).
+func pgListQuery(f Filter) (string, []any, error) {
+	var where []string
+	var a args
+	from := `reviews r`
+	t := "r"
+	order := [2]string{"r.created_ns", "r.id"}
+	if f.Rule != "" {
+		from = `review_rules x JOIN reviews r ON r.id = x.review_id`
+		t = "x"
+		order = [2]string{"x.created_ns", "x.review_id"}
+		where = append(where, `x.rule = `+a.add(f.Rule))
+	}
+	if f.Status != "" {
+		where = append(where, t+`.status = `+a.add(string(f.Status)))
+	}
+	if f.Route != "" {
+		where = append(where, t+`.route = `+a.add(f.Route))
+	}
+	if f.Contract != "" {
+		where = append(where, t+`.contract_name = `+a.add(f.Contract))
+	}
+	if f.Cursor != "" {
+		ns, id, err := decodeCursor(f.Cursor)
+		if err != nil {
+			return "", nil, err
+		}
+		where = append(where, `(`+order[0]+`, `+order[1]+`) < (`+a.add(ns)+`, `+a.add(id)+`)`)
+	}
+	q := `SELECT r.` + strings.ReplaceAll(itemColumns, ", ", ", r.") + ` FROM ` + from
+	if len(where) > 0 {
+		q += ` WHERE ` + strings.Join(where, ` AND `)
+	}
+	q += ` ORDER BY ` + order[0] + ` DESC, ` + order[1] + ` DESC LIMIT ` + a.add(f.Limit+1)
+	return q, a, nil
 }
 
 func (s *Postgres) Resolve(ctx context.Context, id string, r Resolve) (*Item, error) {
@@ -455,6 +471,9 @@ func (s *Postgres) Resolve(ctx context.Context, id string, r Resolve) (*Item, er
 				return err
 			}
 		}
+		if _, err := tx.Exec(ctx, `UPDATE review_rules SET status = $1 WHERE review_id = $2`, string(r.Status), id); err != nil {
+			return err
+		}
 		// Delivered to every listening replica when (and only if) this commits.
 		_, err = tx.Exec(ctx, `SELECT pg_notify($1, $2)`, notifyChannel, id)
 		return err
@@ -482,9 +501,10 @@ func pgMissingOrResolved(ctx context.Context, tx pgx.Tx, id string) error {
 // pgAppend adds attempts to a pending item, holding its row lock until the
 // transaction ends so a concurrent resolution cannot slip in between.
 func pgAppend(ctx context.Context, tx pgx.Tx, id string, atts []Attempt) (*Item, error) {
-	var status, cur string
+	var status, cur, route, contract string
 	var created int64
-	err := tx.QueryRow(ctx, `SELECT status, attempts, created_ns FROM reviews WHERE id = $1 FOR UPDATE`, id).Scan(&status, &cur, &created)
+	err := tx.QueryRow(ctx, `SELECT status, attempts, created_ns, route, contract_name FROM reviews WHERE id = $1 FOR UPDATE`, id).
+		Scan(&status, &cur, &created, &route, &contract)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, ErrNotFound
 	}
@@ -505,8 +525,9 @@ func pgAppend(ctx context.Context, tx pgx.Tx, id string, atts []Attempt) (*Item,
 		return nil, err
 	}
 	if nr := rulesOf(atts, seen); len(nr) > 0 {
-		if _, err := tx.Exec(ctx, `INSERT INTO review_rules (review_id, rule, created_ns) SELECT $1, r, $2 FROM unnest($3::text[]) AS r ON CONFLICT DO NOTHING`,
-			id, created, nr); err != nil {
+		if _, err := tx.Exec(ctx, `INSERT INTO review_rules (review_id, rule, created_ns, status, route, contract_name)
+			SELECT $1, r, $2, 'pending', $4, $5 FROM unnest($3::text[]) AS r ON CONFLICT DO NOTHING`,
+			id, created, nr, route, contract); err != nil {
 			return nil, err
 		}
 	}
@@ -531,9 +552,9 @@ func (s *Postgres) AppendAttempts(ctx context.Context, id string, atts []Attempt
 	return it, nil
 }
 
-// Export streams rows as they arrive; the caller's context bounds it (an
-// export can take longer than one store call).
-func (s *Postgres) Export(ctx context.Context, f ExportFilter, fn func(*Item) error) error {
+// pgExportQuery is Export's SQL: served by reviews_status_done with a
+// status, reviews_export without.
+func pgExportQuery(f ExportFilter) (string, []any) {
 	var where []string
 	var a args
 	if f.Status != "" {
@@ -550,6 +571,13 @@ func (s *Postgres) Export(ctx context.Context, f ExportFilter, fn func(*Item) er
 		q += ` WHERE ` + strings.Join(where, ` AND `)
 	}
 	q += ` ORDER BY COALESCE(resolved_ns, created_ns) DESC, id DESC`
+	return q, a
+}
+
+// Export streams rows as they arrive; the caller's context bounds it (an
+// export can take longer than one store call).
+func (s *Postgres) Export(ctx context.Context, f ExportFilter, fn func(*Item) error) error {
+	q, a := pgExportQuery(f)
 	rows, err := s.pool.Query(ctx, q, a...)
 	if err != nil {
 		return fmt.Errorf("review store: export: %w", err)
@@ -590,7 +618,7 @@ func (s *Postgres) Pending(ctx context.Context) (map[string]int, error) {
 func (s *Postgres) DeleteResolvedBefore(ctx context.Context, t time.Time) (int, error) {
 	ctx, cancel := s.opCtx(ctx)
 	defer cancel()
-	tag, err := s.pool.Exec(ctx, `DELETE FROM reviews WHERE status IN ('approved', 'rejected') AND resolved_ns < $1`, t.UnixNano())
+	tag, err := s.pool.Exec(ctx, `DELETE FROM reviews WHERE status IN ('approved', 'rejected') AND COALESCE(resolved_ns, created_ns) < $1`, t.UnixNano())
 	if err != nil {
 		return 0, fmt.Errorf("review store: retention: %w", err)
 	}
