@@ -7,7 +7,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.version=$(VERSION)
 FUZZTIME ?= 20s
 
-.PHONY: all build test test-go test-e2e vet bench bench-engine bench-review bench-ratelimit bench-replicas fuzz demo run clean deps deps-test
+.PHONY: all build test test-go test-e2e vet bench bench-engine bench-review bench-ratelimit bench-replicas bench-replay fuzz demo run clean deps deps-test
 
 all: build
 
@@ -68,6 +68,13 @@ bench-ratelimit:
 # three interleaved rounds; docs/benchmarks.md).
 bench-replicas: build
 	CONTRACTD_E2E_BIN=$(BIN)/contractd $(GO) test -run '^$$' -bench Replicas -benchtime 3000x ./e2e/
+# contractd replay: per core (outputs per CPU-second, in process and the
+# binary at GOMAXPROCS=1) against the judge alone, and the binary's peak RSS
+# over 10k and 1M-line audits generated in a temp dir (docs/benchmarks.md).
+bench-replay:
+	$(GO) test -run '^$$' -bench 'ReplayJudge' -benchtime 2s -count 5 -cpu 1 ./cmd/contractd-bench/
+	$(GO) test -run '^$$' -bench 'ReplayOffline' -benchtime 3x -count 5 -cpu 1 ./cmd/contractd-bench/
+	$(GO) test -run '^$$' -bench 'ReplayBinary' -benchtime 1x -count 3 -timeout 60m ./cmd/contractd-bench/
 
 # Side by side: the mock upstream directly, a bare proxy hop, and contractd
 # validating, at concurrency 1/16/64; then the engine and review benchmarks.

@@ -10,6 +10,7 @@ import (
 	"github.com/contractd/contractd/audit"
 	"github.com/contractd/contractd/config"
 	"github.com/contractd/contractd/contracts"
+	"github.com/go-json-experiment/json/jsontext"
 )
 
 // This file is what `contractd replay` borrows from serving, so a replayed
@@ -61,6 +62,58 @@ func StoredRequest(route *config.Route, input json.RawMessage) []byte {
 	writeString(&b, text)
 	b.WriteString(`}]}`)
 	return b.Bytes()
+}
+
+// StoredSubject is RequestSubject(route, StoredRequest(route, input))
+// without writing and parsing the request body: the stored input goes
+// into serving's request path (prepare, input checks, attempt 1's prompt)
+// as the client message it came from. Replay calls it once per stored
+// record, so it is worth the shortcut.
+func StoredSubject(route *config.Route, input json.RawMessage) (contracts.Subject, *APIError) {
+	input = bytes.TrimSpace(input)
+	var text string
+	isString := false
+	if len(input) > 0 && input[0] == '"' {
+		if b, err := jsontext.AppendUnquote(nil, input); err == nil {
+			text, isString = string(b), true
+		}
+	}
+	var obj object
+	var msgs []clientMessage
+	switch {
+	case !isString && route.Prompt != nil && route.Prompt.InputSchema == nil:
+		if len(input) == 0 {
+			input = json.RawMessage("null")
+		}
+		obj = object{{Name: "contract_input", Value: jsontext.Value(input)}}
+		msgs = []clientMessage{}
+	default:
+		if !isString {
+			text = string(input)
+		}
+		var raw bytes.Buffer
+		raw.WriteString(`{"role":"user","content":`)
+		writeString(&raw, text)
+		raw.WriteByte('}')
+		msgs = []clientMessage{{Role: "user", Content: text, IsString: true, Raw: raw.Bytes()}}
+	}
+	p, aerr := prepare(route, obj, msgs)
+	if aerr != nil {
+		return contracts.Subject{}, aerr
+	}
+	subj := p.Subject
+	if sys, _, static := route.Prompt.StaticSystem(); static && !route.Prompt.HasUser() {
+		// Nothing for the input to fill: Build cannot fail and sends this
+		// system prompt, so skip writing the upstream body.
+		subj.SystemPrompt = sys
+		return subj, nil
+	}
+	ab, aerr := p.Build(route.Plan[0])
+	if aerr != nil {
+		return contracts.Subject{}, aerr
+	}
+	subj.SystemPrompt = ab.System
+	return subj, nil
 }
 
 // RequestSubject prepares a client request body on route as serving would

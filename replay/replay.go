@@ -358,7 +358,17 @@ func newRunner(o Options) *runner {
 func (r *runner) run(ctx context.Context, produce func(context.Context, func(job)) error) error {
 	work := make(chan *chunk, r.workers)
 	order := make(chan *chunk, 2*r.workers)
-	pool := sync.Pool{New: func() any { return &chunk{} }}
+	// Chunks are recycled through a free list (a sync.Pool empties at
+	// every GC, and a replay allocates enough to collect often).
+	free := make(chan *chunk, 3*r.workers+2)
+	getChunk := func() *chunk {
+		select {
+		case c := <-free:
+			return c
+		default:
+			return &chunk{}
+		}
+	}
 	var wg sync.WaitGroup
 	for range r.workers {
 		wg.Add(1)
@@ -382,7 +392,10 @@ func (r *runner) run(ctx context.Context, produce func(context.Context, func(job
 			}
 			clear(c.res)
 			clear(c.jobs)
-			pool.Put(c)
+			select {
+			case free <- c:
+			default:
+			}
 		}
 	}()
 	stopProgress := r.startProgress(ctx)
@@ -405,7 +418,7 @@ func (r *runner) run(ctx context.Context, produce func(context.Context, func(job
 	}
 	emit := func(j job) {
 		if cur == nil {
-			cur = pool.Get().(*chunk)
+			cur = getChunk()
 			cur.jobs, cur.arena = cur.jobs[:0], cur.arena[:0]
 		}
 		if j.raw != nil {
@@ -490,7 +503,7 @@ func (r *runner) judge(j *job, rec *Record) result {
 	var subj contracts.Subject
 	if route != nil {
 		var aerr *proxy.APIError
-		subj, aerr = proxy.RequestSubject(route, proxy.StoredRequest(route, []byte(rec.Input)))
+		subj, aerr = proxy.StoredSubject(route, []byte(rec.Input))
 		if aerr != nil {
 			route, reason = nil, "the config refuses the stored input ("+aerr.Code+"): "+aerr.Message
 		}

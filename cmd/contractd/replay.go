@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/debug"
 	"strings"
 	"time"
 
@@ -76,6 +77,11 @@ func cmdReplay(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		return usageErr("%s does not validate", path)
 	}
 	o.Runtime = rt
+	if os.Getenv("GOGC") == "" {
+		// Judging allocates short-lived garbage only; the live heap is the
+		// lines in flight. Collect less often, as serve does.
+		debug.SetGCPercent(defaultGCPercent)
+	}
 	if *live {
 		srv, err := replay.LiveServer(rt, os.LookupEnv)
 		if err != nil {
