@@ -343,6 +343,37 @@ func TestReplicas(t *testing.T) {
 		}
 	})
 
+	t.Run("an identical repeat on another replica gets the same 422 (dedupe window in the store)", func(t *testing.T) {
+		body := `{"model":"review-always-bad","messages":[{"role":"user","content":"{\"text\":\"Dedupe across replicas.\"}"}]}`
+		send := func(i int) (*http.Response, map[string]any) {
+			req, _ := http.NewRequest("POST", c.replica(i).BaseURL()+"/chat/completions", strings.NewReader(body))
+			req.Header.Set("Authorization", "Bearer "+clientKey)
+			req.Header.Set("Content-Type", "application/json")
+			resp, err := c.client.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			var m map[string]any
+			_ = json.NewDecoder(resp.Body).Decode(&m)
+			return resp, m
+		}
+		reviewID := func(m map[string]any) any {
+			e, _ := m["error"].(map[string]any)
+			r, _ := e["review"].(map[string]any)
+			return r["id"]
+		}
+		r1, m1 := send(0)
+		hits := up.Hits()
+		r2, m2 := send(1)
+		if r1.StatusCode != 422 || r2.StatusCode != 422 || reviewID(m1) == nil || reviewID(m1) != reviewID(m2) {
+			t.Fatalf("first %d %v, repeat %d %v", r1.StatusCode, reviewID(m1), r2.StatusCode, reviewID(m2))
+		}
+		if r2.Header.Get("X-Contract-Deduplicated") != "true" || up.Hits() != hits {
+			t.Fatalf("repeat on replica 2: deduplicated %q, %d upstream calls", r2.Header.Get("X-Contract-Deduplicated"), up.Hits()-hits)
+		}
+	})
+
 	t.Run("concurrent approvals through all three: exactly one 200", func(t *testing.T) {
 		for round := range 3 {
 			id := c.newPending(t, round)
