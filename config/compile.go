@@ -324,6 +324,10 @@ func (c *compiler) review() {
 			out.DSNEnv = DefaultReviewDSNEnv
 		}
 		envSet("review.dsn_env", out.DSNEnv)
+		if c.hasEnv(out.DSNEnv) && !looksLikeDSN(os.Getenv(out.DSNEnv)) {
+			// Never quote the value: it holds the database password.
+			c.ps.add("review.dsn_env", "environment variable %s does not hold a PostgreSQL DSN (postgres://… or key=value pairs)", out.DSNEnv)
+		}
 		out.SpoolPath = filepath.Join(c.p.Dir, ReviewSpoolFile)
 	case "none":
 		if r.Path != "" || r.DSNEnv != "" {
@@ -888,4 +892,14 @@ func (c *compiler) renderExample(path string, r *Route) {
 
 func cleanTemplateErr(err error) string {
 	return strings.TrimPrefix(err.Error(), "template: ")
+}
+
+// looksLikeDSN accepts the two forms libpq and pgx take: a postgres:// or
+// postgresql:// URL with a host or a socket path, or keyword=value pairs.
+// The full parse happens when the store opens.
+func looksLikeDSN(v string) bool {
+	if u, err := url.Parse(v); err == nil && (u.Scheme == "postgres" || u.Scheme == "postgresql") {
+		return true
+	}
+	return !strings.Contains(v, "://") && strings.Contains(v, "=")
 }

@@ -22,6 +22,8 @@ func TestReviewProblems(t *testing.T) {
 		{"unset dsn env", base + "review: {store: postgres, dsn_env: NOPE_DSN_UNSET}\n", `review.dsn_env: environment variable NOPE_DSN_UNSET is not set`},
 		{"default dsn env unset", base + "review: {store: postgres}\n", `review.dsn_env: environment variable CONTRACTD_REVIEW_DSN is not set`},
 		{"dsn_env with sqlite", base + "review: {dsn_env: X}\n", `review.dsn_env: dsn_env is only used with store: postgres`},
+		{"dsn not a dsn", base + "review: {store: postgres, dsn_env: CONTRACTD_TEST_SECRET}\n", `review.dsn_env: environment variable CONTRACTD_TEST_SECRET does not hold a PostgreSQL DSN (postgres://… or key=value pairs)`},
+		{"dsn of another scheme", base + "review: {store: postgres, dsn_env: CONTRACTD_TEST_MYSQL}\n", `review.dsn_env: environment variable CONTRACTD_TEST_MYSQL does not hold a PostgreSQL DSN`},
 		{"path with postgres", base + "review: {store: postgres, dsn_env: CONTRACTD_TEST_SECRET, path: x.db}\n", `review.path: path is only used with store: sqlite`},
 		{"unset webhook secret", base + "review: {webhook: {url: \"http://127.0.0.1:1/h\", secret_env: NOPE_SECRET_UNSET}}\n", `review.webhook.secret_env: environment variable NOPE_SECRET_UNSET is not set`},
 		{"webhook without secret", base + "review: {webhook: {url: \"http://127.0.0.1:1/h\"}}\n", `review.webhook.secret_env: webhook needs secret_env`},
@@ -33,7 +35,7 @@ func TestReviewProblems(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := problemsOf(t, tt.yaml, map[string]string{"CONTRACTD_TEST_SECRET": "s"})
+			got := problemsOf(t, tt.yaml, map[string]string{"CONTRACTD_TEST_SECRET": "s", "CONTRACTD_TEST_MYSQL": "mysql://u:pw@h/db"})
 			for _, g := range got {
 				if strings.Contains(g, tt.want) {
 					return
@@ -84,5 +86,22 @@ func TestReviewDefaults(t *testing.T) {
 	if r.Store != "postgres" || r.DSNEnv != "PG_DSN_TEST" || r.Retention != time.Hour || r.SpoolPath != filepath.Join(dir, "review-spool.jsonl") ||
 		r.Webhook == nil || r.Webhook.URL != "https://h.example/x" || rt.Server.AdminKeysEnv != "ADMINS" {
 		t.Fatalf("%+v %+v", r, rt.Server)
+	}
+}
+
+// Both DSN forms pass validation, and a bad one is named without its value
+// (it holds the password).
+func TestReviewDSNForms(t *testing.T) {
+	for _, dsn := range []string{"postgres://u:pw@db:5432/c?sslmode=verify-full", "postgresql:///c?host=/run/pg", "host=db user=u password=pw dbname=c"} {
+		got := problemsOf(t, base+"review: {store: postgres, dsn_env: PG_FORM_TEST}\n", map[string]string{"PG_FORM_TEST": dsn})
+		for _, g := range got {
+			if strings.Contains(g, "dsn_env") {
+				t.Errorf("%s: %s", dsn, g)
+			}
+		}
+	}
+	got := problemsOf(t, base+"review: {store: postgres, dsn_env: PG_FORM_TEST}\n", map[string]string{"PG_FORM_TEST": "mysql://u:s3cretpw@h/db"})
+	if strings.Contains(strings.Join(got, "\n"), "s3cretpw") {
+		t.Errorf("problem quotes the DSN: %v", got)
 	}
 }
