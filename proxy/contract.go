@@ -80,8 +80,9 @@ func (s *Server) contract(ctx context.Context, w http.ResponseWriter, r *http.Re
 		// a restart) stored. Identical requests here wait on this lookup
 		// like on a run.
 		if q := s.Reviews; q != nil {
-			if hit, until := q.findDedupe(ctx, dkey); hit != nil {
-				release(hit, time.Until(until))
+			now := s.dedupe.now()
+			if hit, until := q.findDedupe(ctx, dkey, now); hit != nil {
+				release(hit, until.Sub(now))
 				x.deduplicated(ctx, w, hit)
 				return
 			}
@@ -113,7 +114,7 @@ func (s *Server) contract(ctx context.Context, w http.ResponseWriter, r *http.Re
 					// The answer as the client gets it once the item is
 					// durable (stored, or spooled and moved in later).
 					rv.Stored = true
-					it.Dedupe = &review.Dedupe{Key: dkey.String(), Until: time.Now().Add(window), Answer: aerr.body()}
+					it.Dedupe = &review.Dedupe{Key: dkey.String(), Until: s.dedupe.now().Add(window), Answer: aerr.body()}
 				}
 				rv.Stored = q.save(ctx, it)
 			}

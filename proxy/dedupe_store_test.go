@@ -103,19 +103,26 @@ func TestDedupeAcrossReplicas(t *testing.T) {
 }
 
 // The store's window is the verdict's: once it ends, no replica serves it.
+// Both replicas read one fake clock.
 func TestDedupeStoreWindowEnds(t *testing.T) {
 	up := newFakeUpstream(t, always(invalidAnswer))
 	file := filepath.Join(t.TempDir(), "reviews.db")
 	a, _, _ := replica(t, up, file)
 	b, _, _ := replica(t, up, file)
+	var mu sync.Mutex
+	now := time.Now()
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	a.srv.dedupe.now, b.srv.dedupe.now = clock, clock
 	rt := *a.rt
-	rt.Review.DedupeWindow = 300 * time.Millisecond
-	a.srv.Swap(&rt)
+	rt.Review.DedupeWindow = 10 * time.Second
+	a.srv.Swap(&rt) // b keeps 60 s: the stored window is a's
 	id := reviewID(t, a.post("", failBody))
+	advance(9 * time.Second)
 	if got := reviewID(t, b.post("", failBody)); got != id {
 		t.Fatalf("inside the window: %s, want %s", got, id)
 	}
-	time.Sleep(400 * time.Millisecond)
+	advance(2 * time.Second)
 	// b's own memory copy expires with the stored window, not b's 60 s.
 	if r := b.post("", failBody); reviewID(t, r) == id || up.Hits() != 4 {
 		t.Fatalf("after the window: deduplicated, upstream hits %d", up.Hits())

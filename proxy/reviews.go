@@ -118,14 +118,14 @@ func (q *ReviewQueue) save(ctx context.Context, it *review.Item) bool {
 // within its window on any replica sharing it. A store that is
 // unavailable or slow answers nothing: the request then runs, as it would
 // without a store.
-func (q *ReviewQueue) findDedupe(ctx context.Context, k dedupeKey) (*APIError, time.Time) {
+func (q *ReviewQueue) findDedupe(ctx context.Context, k dedupeKey, now time.Time) (*APIError, time.Time) {
 	st := q.Store()
 	if st == nil {
 		return nil, time.Time{}
 	}
 	fctx, cancel := context.WithTimeout(ctx, dedupeLookupTimeout)
 	defer cancel()
-	id, d, err := st.FindDedupe(fctx, k.String(), time.Now())
+	id, d, err := st.FindDedupe(fctx, k.String(), now)
 	if err != nil {
 		if !errors.Is(err, review.ErrNotFound) && ctx.Err() == nil {
 			q.warnLookup(err)
