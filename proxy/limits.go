@@ -183,7 +183,12 @@ func busyError() *APIError {
 // budget is max_inflight_bytes: request bodies and upstream replies held at
 // once. A hold that does not fit waits up to busyWait for releases, then
 // is refused. A hold larger than the whole budget is let through when
-// nothing else is held, so one body never waits forever.
+// nothing else is held, so one body never waits forever. The last
+// sixteenth of the budget is kept for small holds (up to smallHold): a
+// flood of large slow uploads fills the rest and is refused there, while
+// ordinary requests keep going.
+const smallHold = 64 << 10
+
 type budget struct {
 	mu      sync.Mutex
 	used    int64
@@ -191,6 +196,7 @@ type budget struct {
 	wake    chan struct{} // closed and replaced on release while someone waits
 	refused atomic.Int64
 	held    atomic.Int64
+	holds   atomic.Int64 // holds granted so far: a cheap sign of activity
 }
 
 // acquire holds n bytes of limit, waiting up to busyWait (and never past
@@ -199,12 +205,16 @@ func (b *budget) acquire(ctx context.Context, n, limit int64) error {
 	if n <= 0 {
 		return nil
 	}
+	if n > smallHold {
+		limit -= limit / 16
+	}
 	var timer *time.Timer
 	for {
 		b.mu.Lock()
 		if b.used+n <= limit || b.used == 0 {
 			b.used += n
 			b.held.Store(b.used)
+			b.holds.Add(1)
 			b.mu.Unlock()
 			if timer != nil {
 				timer.Stop()
@@ -260,11 +270,12 @@ type LimitStats struct {
 	Connections   int64 // open on listen
 	InflightBytes int64 // held in the budget
 	RefusedBusy   int64 // 503 server_busy so far
+	Holds         int64 // bodies and replies held so far (activity)
 }
 
 // LimitStats reads the limits' state for metrics.
 func (s *Server) LimitStats() LimitStats {
-	return LimitStats{Connections: s.Conns.Open(), InflightBytes: s.inflight.held.Load(), RefusedBusy: s.inflight.refused.Load()}
+	return LimitStats{Connections: s.Conns.Open(), InflightBytes: s.inflight.held.Load(), RefusedBusy: s.inflight.refused.Load(), Holds: s.inflight.holds.Load()}
 }
 
 // ------------------------------------------------------------ body pool
@@ -387,28 +398,40 @@ func (bg *budget) read(ctx context.Context, rd io.Reader, size, limit, budgetLim
 		}
 		return b, nil
 	}
-	first := min(limit+1, 32<<10)
+	// Unknown size: start small and double, up to limit; at limit, one
+	// more byte tells errTooLarge.
+	first := min(limit, 32<<10)
 	if err := hold(first); err != nil {
 		return nil, err
 	}
 	b.buf = getBuf(int(first))
 	for {
-		end := min(cap(b.buf), int(limit)+1)
-		if len(b.buf) == end {
-			next := min(int64(cap(b.buf))*2, limit+1)
+		if len(b.buf) == cap(b.buf) || int64(len(b.buf)) == limit {
+			if int64(len(b.buf)) >= limit {
+				var one [1]byte
+				n, err := rd.Read(one[:])
+				if n > 0 {
+					return fail(errTooLarge)
+				}
+				if err == io.EOF {
+					return b, nil
+				}
+				if err != nil {
+					return fail(err)
+				}
+				continue
+			}
+			next := min(int64(cap(b.buf))*2, limit)
 			if err := hold(next); err != nil {
 				return fail(err)
 			}
 			nb := append(getBuf(int(next)), b.buf...)
 			putBuf(b.buf)
 			b.buf = nb
-			end = min(cap(b.buf), int(limit)+1)
 		}
+		end := min(cap(b.buf), int(limit))
 		n, err := rd.Read(b.buf[len(b.buf):end])
 		b.buf = b.buf[:len(b.buf)+n]
-		if int64(len(b.buf)) > limit {
-			return fail(errTooLarge)
-		}
 		if err == io.EOF {
 			return b, nil
 		}

@@ -84,6 +84,34 @@ func within(v, b []byte) []byte {
 	return bytes.Clone(v)
 }
 
+// parseArray splits a JSON array into its elements, aliasing b as
+// parseObject does.
+func parseArray(b []byte) ([]jsontext.Value, error) {
+	dec := jsontext.NewDecoder(bytes.NewBuffer(b))
+	tok, err := dec.ReadToken()
+	if err != nil {
+		return nil, err
+	}
+	if tok.Kind() != '[' {
+		return nil, errors.New("not a JSON array")
+	}
+	var out []jsontext.Value
+	for dec.PeekKind() != ']' {
+		v, err := dec.ReadValue()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, within(v, b))
+	}
+	if _, err := dec.ReadToken(); err != nil {
+		return nil, err
+	}
+	if _, err := dec.ReadToken(); err != io.EOF {
+		return nil, errors.New("unexpected data after the JSON array")
+	}
+	return out, nil
+}
+
 func (o object) get(name string) (jsontext.Value, bool) {
 	for _, m := range o {
 		if m.Name == name {
@@ -105,11 +133,7 @@ type edit struct {
 // byte, its name as the client spelled it (SPEC §9: escapes kept).
 func (o object) apply(edits []edit) []byte {
 	var b bytes.Buffer
-	n := o.size() + 2
-	for _, e := range edits {
-		n += len(e.Name) + len(e.Value) + 4
-	}
-	b.Grow(n)
+	b.Grow(o.sizeAfter(edits))
 	b.WriteByte('{')
 	done := make([]bool, len(edits))
 	first := true
@@ -148,6 +172,20 @@ outer:
 	return b.Bytes()
 }
 
+// sizeAfter is the size of o with edits applied (give or take the
+// punctuation of added members): the output buffer is allocated once, not
+// grown by doubling around a large member.
+func (o object) sizeAfter(edits []edit) int {
+	n := o.size() + 16
+	for _, e := range edits {
+		n += len(e.Name) + len(e.Value) + 4
+		if v, ok := o.get(e.Name); ok {
+			n -= len(v)
+		}
+	}
+	return n
+}
+
 func (o object) size() int {
 	n := 2
 	for _, m := range o {
@@ -162,6 +200,17 @@ func writeString(b *bytes.Buffer, s string) {
 		v, _ = json.Marshal(s)
 	}
 	b.Write(v)
+}
+
+// quoteJSON is mustJSON for a string, in a buffer sized once: a large
+// message is not re-copied as the buffer grows.
+func quoteJSON(s string) []byte {
+	var b bytes.Buffer
+	b.Grow(len(s) + len(s)/8 + 16)
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(s) // a string always encodes
+	return bytes.TrimSuffix(b.Bytes(), []byte{'\n'})
 }
 
 func mustJSON(v any) []byte {

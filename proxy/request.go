@@ -11,6 +11,7 @@ import (
 	"github.com/contractd/contractd/config"
 	"github.com/contractd/contractd/contracts"
 	"github.com/contractd/contractd/retry"
+	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 )
 
@@ -123,17 +124,28 @@ func readMessages(obj object) ([]clientMessage, *APIError) {
 	if raw.Kind() != '[' {
 		return nil, badRequest(CodeInvalidJSON, "messages", "messages must be an array")
 	}
-	var items []jsontext.Value
-	if err := json.Unmarshal(raw, &items); err != nil {
+	// Items and their members alias the body (parseArray, parseObject):
+	// a large message is not copied to be looked at.
+	items, err := parseArray(raw)
+	if err != nil {
 		return nil, badRequest(CodeInvalidJSON, "messages", "messages must be an array of objects")
 	}
 	out := make([]clientMessage, 0, len(items))
 	for i, it := range items {
 		var m struct {
-			Role    *string         `json:"role"`
-			Content json.RawMessage `json:"content"`
+			Role    *string
+			Content jsontext.Value
 		}
-		if it.Kind() != '{' || json.Unmarshal(it, &m) != nil || m.Role == nil {
+		if it.Kind() == '{' {
+			if mo, err := parseObject(it); err == nil {
+				if v, ok := mo.get("role"); ok && v.Kind() == '"' {
+					role := unquoteJSON(v)
+					m.Role = &role
+				}
+				m.Content, _ = mo.get("content")
+			}
+		}
+		if m.Role == nil {
 			return nil, badRequest(CodeInvalidJSON, fmt.Sprintf("messages[%d]", i), "each message must be an object with a string role")
 		}
 		cm := clientMessage{Role: *m.Role, Raw: it}
@@ -144,7 +156,7 @@ func readMessages(obj object) ([]clientMessage, *APIError) {
 		switch c := bytes.TrimSpace(m.Content); {
 		case len(c) == 0 || string(c) == "null":
 		case c[0] == '"':
-			_ = json.Unmarshal(c, &cm.Content)
+			_ = jsonv2.Unmarshal(c, &cm.Content) // one pass (encoding/json scans twice)
 			cm.IsString = true
 		case c[0] == '[':
 			// A part's type must be present and a string: a provider that
@@ -188,7 +200,7 @@ func (p *Prepared) readInput(obj object) *APIError {
 		// text; contract_input only stands in when there is no user message.
 		if p.Subject.HasLastUser {
 			p.Input = p.Subject.LastUser
-			p.InputJSON = mustJSON(p.Subject.LastUser)
+			p.InputJSON = quoteJSON(p.Subject.LastUser)
 			return nil
 		}
 		if !hasCI {
