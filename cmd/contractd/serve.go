@@ -216,6 +216,9 @@ func serve(ctx context.Context, path string, rt *config.Runtime, logger *slog.Lo
 	}()
 	srv := proxy.NewServer(rt, caller, sink, logger)
 	defer srv.Close()
+	tctx, stopTrim := context.WithCancel(context.Background())
+	defer stopTrim()
+	go trimMemory(tctx, func() int64 { return srv.LimitStats().Holds })
 	srv.Telemetry = tel
 	if activeTelemetry != nil {
 		if err := activeTelemetry.DedupeMetrics(srv.DedupeStats); err != nil {
