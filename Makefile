@@ -7,7 +7,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.version=$(VERSION)
 FUZZTIME ?= 20s
 
-.PHONY: all build test test-go test-e2e vet bench bench-engine bench-review bench-ratelimit bench-replicas bench-replay fuzz demo run clean deps deps-test
+.PHONY: all build test test-go test-e2e vet bench bench-engine bench-review bench-ratelimit bench-replicas bench-replay fuzz demo run clean deps deps-test soak
 
 all: build
 
@@ -84,6 +84,12 @@ bench: build
 	$(MAKE) bench-review
 	$(MAKE) bench-ratelimit
 	$(MAKE) bench-replicas
+
+# SPEC §15's bounds under issue 16's load probe, against the real binary
+# and the baseline commit built from git (a full clone), loopback only,
+# about 4 minutes (docs/benchmarks.md). CI runs it after make test.
+soak:
+	$(GO) test -tags soak -count=1 -timeout 12m -v -run TestSoak ./test/soak/
 
 # Each fuzz target for FUZZTIME (go test runs one -fuzz target at a time).
 fuzz:
