@@ -1,4 +1,4 @@
-// Package audit writes one JSON line per chat-completions request (SPEC §6).
+// Package audit writes one JSON line per chat-completions request.
 // The Event is also the record metrics are derived from, so what the audit
 // says and what /metrics counts cannot drift apart.
 //
@@ -21,7 +21,7 @@ import (
 	"github.com/contractd/contractd/contracts"
 )
 
-// Outcomes (SPEC §6).
+// Outcomes.
 const (
 	OutcomeValid         = "valid"
 	OutcomeNeedsReview   = "needs_review"

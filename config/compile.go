@@ -147,7 +147,7 @@ func (c *compiler) server() {
 	c.rt.Server = out
 }
 
-// limits reads SPEC §15's keys: absent or 0 is the default, negative an
+// limits reads the keys: absent or 0 is the default, negative an
 // error. The in-flight budget must hold one body of max_body_bytes, or a
 // request of that size could never be served.
 func (c *compiler) limits(s Server, out *ServerSettings) {
@@ -785,19 +785,19 @@ func (c *compiler) contractRoute(path string, d RouteDef, r *Route, used map[str
 		c.ps.add(join(path, "max_output_tokens"), "must be positive")
 	}
 	r.Seed = d.Seed
-	r.ResponseFormat = d.ResponseFormat
-	switch d.ResponseFormat {
+	r.ResponseFormat = ResponseFormat(d.ResponseFormat)
+	switch r.ResponseFormat {
 	case "":
-		r.ResponseFormat = "none"
-	case "none", "json_object", "json_schema":
+		r.ResponseFormat = ResponseFormatNone
+	case ResponseFormatNone, ResponseFormatJSONObject, ResponseFormatJSONSchema:
 	default:
 		c.ps.add(join(path, "response_format"), "unknown response_format %q (none, json_object, json_schema)", d.ResponseFormat)
 	}
-	r.ClientSystem = d.ClientSystem
-	switch d.ClientSystem {
+	r.ClientSystem = ClientSystem(d.ClientSystem)
+	switch r.ClientSystem {
 	case "":
-		r.ClientSystem = "reject"
-	case "reject", "drop":
+		r.ClientSystem = ClientSystemReject
+	case ClientSystemReject, ClientSystemDrop:
 	default:
 		c.ps.add(join(path, "client_system"), "unknown client_system %q (reject, drop)", d.ClientSystem)
 	}
@@ -870,7 +870,7 @@ func checkTemp(ps *problems, path string, t float64) {
 }
 
 // renderExample renders the route's templates with the prompt's example
-// input, as validate promises (SPEC §9).
+// input, as validate promises.
 func (c *compiler) renderExample(path string, r *Route) {
 	p := r.Prompt
 	data := contracts.TemplateData{Input: p.ExampleInput}

@@ -6,7 +6,7 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
-// File is the YAML document as written (SPEC §2). Pointers distinguish
+// File is the YAML document as written. Pointers distinguish
 // "absent" from zero where the default differs from zero.
 type File struct {
 	Server    Server        `yaml:"server"`
@@ -44,12 +44,12 @@ type Server struct {
 	RequestTimeout time.Duration `yaml:"request_timeout"`
 	APIKeysEnv     string        `yaml:"api_keys_env"`
 	AdminKeysEnv   string        `yaml:"admin_keys_env"`
-	// SPEC §15 limits; absent (or 0) is the default.
+	// limits; absent (or 0) is the default.
 	MaxConnections   int           `yaml:"max_connections"`
 	MaxInflightBytes int64         `yaml:"max_inflight_bytes"`
 	BodyReadTimeout  time.Duration `yaml:"body_read_timeout"`
 	MemoryLimit      string        `yaml:"memory_limit"`
-	// Extensions beyond SPEC §2 (documented in docs/config.md).
+	// Extensions (documented in docs/config.md).
 	RateLimit       *RateLimit    `yaml:"rate_limit"`
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
 	LogLevel        string        `yaml:"log_level"`

@@ -229,7 +229,7 @@ func kindName(k yaml.Kind) string {
 }
 
 // expandEnv replaces ${VAR} in every string scalar under n. An unset
-// variable is a problem (SPEC §2), reported at the key that uses it.
+// variable is a problem, reported at the key that uses it.
 func expandEnv(n *yaml.Node, path string, ps *problems) {
 	switch n.Kind {
 	case yaml.ScalarNode:

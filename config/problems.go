@@ -16,7 +16,7 @@ type Problem struct {
 	Message string
 }
 
-// Location is the "location" part of SPEC §7's "location: message".
+// Location is the "location" part of the "location: message".
 func (p Problem) Location() string {
 	var b strings.Builder
 	b.WriteString(p.File)

@@ -38,7 +38,7 @@ type ServerSettings struct {
 	RateLimit       *RateLimit // nil: no rate limit; Store is memory or redis
 	ShutdownTimeout time.Duration
 	LogLevel        string
-	// SPEC §15.
+	// Limits.
 	MaxConnections   int           // open connections on Listen
 	MaxInflightBytes int64         // request bodies and upstream replies held at once
 	BodyReadTimeout  time.Duration // to read a request body; never past RequestTimeout
@@ -105,11 +105,30 @@ type Route struct {
 	Temperature     float64
 	MaxOutputTokens int
 	Seed            *int64
-	ResponseFormat  string // none | json_object | json_schema
-	ClientSystem    string // reject | drop
+	ResponseFormat  ResponseFormat
+	ClientSystem    ClientSystem
 	Budget          retry.Budget
 	Plan            []retry.Attempt
 }
+
+// ResponseFormat is a contract route's response_format: what it asks the
+// upstream for.
+type ResponseFormat string
+
+const (
+	ResponseFormatNone       ResponseFormat = "none"
+	ResponseFormatJSONObject ResponseFormat = "json_object"
+	ResponseFormatJSONSchema ResponseFormat = "json_schema" // the contract's schema, strict
+)
+
+// ClientSystem is what a contract route does with a client's own system
+// message.
+type ClientSystem string
+
+const (
+	ClientSystemReject ClientSystem = "reject" // 400
+	ClientSystemDrop   ClientSystem = "drop"   // removed; the route's prompt stays
+)
 
 // Defaults (documented in docs/config.md).
 const (

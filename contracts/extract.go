@@ -8,7 +8,7 @@ import (
 	"github.com/kaptinlin/jsonrepair"
 )
 
-// Mode is a contract's extraction mode (SPEC §4).
+// Mode is a contract's extraction mode.
 type Mode string
 
 const (
@@ -41,8 +41,8 @@ var failRank = map[string]int{RuleNotJSON: 0, RuleTopLevelNotObj: 1, RuleInvalid
 // candidates keep their parse violation instead.
 const maxRepairBytes = 32 << 10
 
-// Extract finds the JSON object in a model's output according to mode (SPEC
-// §4, §9; any mode other than lenient and repair is strict, the default).
+// Extract finds the JSON object in a model's output according to mode (any
+// mode other than lenient and repair is strict, the default).
 // Exactly one result is meaningful: the accepted object, or a non-empty list
 // of parse violations (path ""). hasTextProperty disables the lenient
 // {"text": …} unwrapping for schemas that declare a top-level "text".

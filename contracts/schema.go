@@ -222,7 +222,7 @@ func (s *Schema) JSON() []byte { return s.compact }
 func (s *Schema) Doc() map[string]any { return s.raw }
 
 // Validate judges a decoded instance and returns only the violations that
-// make it invalid (SPEC §9), unsorted.
+// make it invalid, unsorted.
 func (s *Schema) Validate(v any) []Violation {
 	// Fast path (fastschema.go): a valid verdict from it is the library's;
 	// otherwise the library runs and names the violations.

@@ -6,7 +6,7 @@ import (
 	"strings"
 )
 
-// Violation kinds (SPEC §4).
+// Violation kinds.
 const (
 	KindParse    = "parse"
 	KindSchema   = "schema"
@@ -14,7 +14,7 @@ const (
 	KindUpstream = "upstream"
 )
 
-// Parse rule ids (SPEC §4).
+// Parse rule ids.
 const (
 	RuleEmptyOutput     = "empty_output"
 	RuleNotJSON         = "not_json"

@@ -30,7 +30,7 @@ func TestVersion(t *testing.T) {
 	}
 }
 
-// problemLine is SPEC §7's "location: message", the location starting with
+// problemLine is the "location: message", the location starting with
 // the config file.
 func problemLine(file string) *regexp.Regexp {
 	return regexp.MustCompile(`^` + regexp.QuoteMeta(file) + `(:\d+)?: \S.*: \S.*$`)
@@ -293,7 +293,7 @@ func TestCheck(t *testing.T) {
 	})
 
 	t.Run("contracts-only config", func(t *testing.T) {
-		// SPEC §9: a config may hold contracts (and labels) alone, for check.
+		// a config may hold contracts (and labels) alone, for check.
 		only := file("contracts-only.yaml", `labels:
   - name: sentiment
     values: [positive, negative, neutral]

@@ -20,7 +20,7 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// Several replicas behave as one (SPEC §11): three real contractd
+// Several replicas behave as one: three real contractd
 // processes on one PostgreSQL (review.store: postgres) behind a test load
 // balancer that spreads requests round-robin over the replicas in rotation.
 

@@ -11,7 +11,7 @@ import (
 	"time"
 )
 
-// reloadWindow is SPEC §9's bound: a config file change reloads within 2 s.
+// reloadWindow is the bound: a config file change reloads within 2 s.
 const reloadWindow = 2 * time.Second
 
 func reloaded(trigger string) func(map[string]any) bool {

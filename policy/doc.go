@@ -1,5 +1,5 @@
 // Package policy holds the checks a contract applies after its JSON Schema
-// (SPEC §2 `policies:`, §4 rule ids, §9): canonical labels, evidence
+// (a contract's `policies:`, each with its rule id): canonical labels, evidence
 // snippets, question counts, forbidden patterns and system prompt leaks.
 //
 // Every policy is built once when the config loads, so constructors do all
@@ -14,7 +14,7 @@
 // to see; everything else might echo text the review must not carry.
 package policy
 
-// Policy rule ids (SPEC §4). A forbidden pattern's rule is
+// Policy rule ids. A forbidden pattern's rule is
 // RuleForbiddenPrefix followed by the pattern's name.
 const (
 	RuleLabel            = "label"

@@ -12,7 +12,7 @@ import (
 	"github.com/contractd/contractd/contracts"
 )
 
-// LeakWords is how many consecutive system-prompt words make a leak (SPEC §9).
+// LeakWords is how many consecutive system-prompt words make a leak.
 const LeakWords = 12
 
 // PromptLeakIndex is the set of LeakWords-word shingles of one system

@@ -25,7 +25,7 @@ type Admin struct {
 func (a *Admin) SetReady(v bool) { a.ready.Store(v) }
 
 func (a *Admin) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	// SPEC §9: X-Request-Id is on every response (requireKey may have set it).
+	// X-Request-Id is on every response (requireKey may have set it).
 	if w.Header().Get("X-Request-Id") == "" {
 		w.Header().Set("X-Request-Id", newRequestID())
 	}

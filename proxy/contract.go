@@ -17,6 +17,7 @@ import (
 	"github.com/contractd/contractd/config"
 	"github.com/contractd/contractd/contracts"
 	"github.com/contractd/contractd/review"
+	openai "github.com/sashabaranov/go-openai"
 )
 
 func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
@@ -152,7 +153,7 @@ func waitError(r *http.Request) (*APIError, string) {
 		Message: "request_timeout passed while an identical request was running"}, audit.OutcomeUpstreamError
 }
 
-// attempts runs the retry plan (SPEC §5). It returns the accepted verdict,
+// attempts runs the retry plan. It returns the accepted verdict,
 // or the client error: 400 input_too_large, 422 with the review, 502/504.
 func (s *Server) attempts(ctx context.Context, r *http.Request, x *exchange, p *Prepared) (*verdict, *APIError) {
 	route := p.Route
@@ -236,10 +237,10 @@ func (s *Server) attempts(ctx context.Context, r *http.Request, x *exchange, p *
 func judge(k *contracts.Contract, comp *Completion, subj *contracts.Subject) contracts.Result {
 	var up []contracts.Violation
 	switch {
-	case comp.Finish == "length":
+	case comp.Finish == string(openai.FinishReasonLength):
 		up = append(up, contracts.Violation{Kind: contracts.KindUpstream, Rule: contracts.RuleOutputTruncated,
 			Message: "the model stopped at the token limit (finish_reason length)"})
-	case comp.Refusal != "" || comp.Finish == "content_filter":
+	case comp.Refusal != "" || comp.Finish == string(openai.FinishReasonContentFilter):
 		up = append(up, contracts.Violation{Kind: contracts.KindUpstream, Rule: contracts.RuleModelRefusal,
 			Message: "the model refused (refusal or content filter)"})
 	}
@@ -297,7 +298,7 @@ func forwardHeaders(r *http.Request) http.Header {
 	return h
 }
 
-// contractInfo is the success body's extra "contract" member (SPEC §3).
+// contractInfo is the success body's extra "contract" member.
 type contractInfo struct {
 	Route          string               `json:"route"`
 	Contract       string               `json:"contract"`

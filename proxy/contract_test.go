@@ -1,6 +1,6 @@
 package proxy
 
-// Contract-route answers: the success body (SPEC §3, §9 wire shapes), the
+// Contract-route answers: the success body (§9 wire shapes), the
 // 422 review, budgets, upstream violations, and streaming.
 
 import (
@@ -192,7 +192,7 @@ func TestContractViolationReview(t *testing.T) {
 }
 
 // Label and enum violations must not quote the rejected value either: the
-// review never carries the rejected output (SPEC §3).
+// review never carries the rejected output.
 func TestReviewDoesNotQuoteLabels(t *testing.T) {
 	h := newHarness(t, always(`{"intent":"`+rejectedMarker+`","summary":"s"}`), cfg{})
 	r := h.post("", classifyReq)

@@ -10,7 +10,7 @@ import (
 	"github.com/contractd/contractd/contracts"
 )
 
-// Error codes and types of SPEC §3's error table.
+// Error codes and types of the error table.
 const (
 	typeInvalidRequest = "invalid_request_error"
 	typeAuth           = "authentication_error"
@@ -65,7 +65,7 @@ func (e *APIError) Error() string {
 
 func (e *APIError) Unwrap() error { return e.Internal }
 
-// Review is the 422 body's account of every attempt (SPEC §3). It never
+// Review is the 422 body's account of every attempt. It never
 // holds the rejected outputs.
 type Review struct {
 	ID       string          `json:"id"`

@@ -1,6 +1,6 @@
 package proxy
 
-// SPEC §3's error table, row by row, and SPEC §9's request-check order.
+// the error table, row by row, and the request-check order.
 
 import (
 	"context"
@@ -94,7 +94,7 @@ func TestRequestErrors(t *testing.T) {
 		// 413
 		{name: "too large", body: huge, status: 413, code: "request_too_large"},
 
-		// SPEC §9 order: auth, size, JSON, route, parameters, system, input.
+		// order: auth, size, JSON, route, parameters, system, input.
 		{name: "order: bad key and bad JSON", body: `{"model":`, hdr: []string{badKey}, status: 401, typ: "authentication_error", code: "invalid_api_key"},
 		{name: "order: bad key and too large", body: huge, hdr: []string{badKey}, status: 401, typ: "authentication_error", code: "invalid_api_key"},
 		{name: "order: too large and bad JSON", body: hugeBad, status: 413, code: "request_too_large"},

@@ -16,7 +16,7 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 )
 
-// routeOwned are the members the route sets or removes (SPEC §9).
+// routeOwned are the members the route sets or removes.
 var routeOwned = map[string]bool{
 	"model": true, "messages": true, "temperature": true, "max_tokens": true, "max_completion_tokens": true,
 	"seed": true, "stream": true, "response_format": true, "stream_options": true, "n": true, "contract_input": true,

@@ -11,7 +11,7 @@ import (
 	"time"
 )
 
-// SPEC §15: memory and connections are bounded by configuration. This file
+// memory and connections are bounded by configuration. This file
 // holds the pieces: the http.Server settings, per-request deadlines taken
 // from the Runtime in force when the request arrived, the connection cap,
 // and the in-flight byte budget request bodies and upstream replies share.
@@ -22,7 +22,7 @@ import (
 const DefaultWriteGrace = 30 * time.Second
 
 // busyWait is how long a request waits for room in max_inflight_bytes
-// before it is refused 503 server_busy (SPEC §15).
+// before it is refused 503 server_busy.
 const busyWait = time.Second
 
 // NewHTTPServer returns the http.Server contractd serves h with. Only the
@@ -265,7 +265,7 @@ func (b *budget) release(n int64) {
 	b.mu.Unlock()
 }
 
-// LimitStats are the SPEC §15 gauges and counter, read at each scrape.
+// LimitStats are the gauges and counter, read at each scrape.
 type LimitStats struct {
 	Connections   int64 // open on listen
 	InflightBytes int64 // held in the budget

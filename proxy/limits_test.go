@@ -30,7 +30,7 @@ func rawRequest(t *testing.T, h *harness, req string) string {
 	return string(b)
 }
 
-// SPEC §15: route paths are matched exactly; "..", "//", "." or an encoded
+// route paths are matched exactly; "..", "//", "." or an encoded
 // "/" never redirect and never reach another route.
 func TestRoutePathsExact(t *testing.T) {
 	h := newHarness(t, always(validAnswer), cfg{})
@@ -89,7 +89,7 @@ func TestRoutePathsExact(t *testing.T) {
 	}
 }
 
-// SPEC §15: passthrough routes redact the upstream key from relayed error
+// passthrough routes redact the upstream key from relayed error
 // bodies, plain or gzip-encoded, as contract routes do.
 func TestPassthroughRedactsErrorBodies(t *testing.T) {
 	echo := func(w http.ResponseWriter, r *http.Request, c *upCall) {
@@ -131,7 +131,7 @@ func TestPassthroughRedactsErrorBodies(t *testing.T) {
 	}
 }
 
-// SPEC §15: after upstream 429s exhaust max_retries, the 502 carries the
+// after upstream 429s exhaust max_retries, the 502 carries the
 // upstream's Retry-After.
 func TestRetryAfterOnUpstream429(t *testing.T) {
 	h := newHarness(t, func(w http.ResponseWriter, r *http.Request, c *upCall) {

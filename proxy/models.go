@@ -17,7 +17,7 @@ type modelObject struct {
 
 // modelDetail is GET /v1/models/{route}: the model object with the
 // contract the route enforces (null on passthrough routes), so a typed
-// client can build its schema from the one contractd checks (SPEC §14).
+// client can build its schema from the one contractd checks.
 type modelDetail struct {
 	modelObject
 	Contract *modelContract `json:"contract"`

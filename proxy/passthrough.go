@@ -39,7 +39,7 @@ func (s *Server) passthrough(ctx context.Context, w http.ResponseWriter, r *http
 	// ReverseProxy aborts the handler with panic(http.ErrAbortHandler) when
 	// copying the body fails after the headers went out (client gone, or
 	// the upstream stream broke). Record the request before re-panicking:
-	// every chat request is audited (SPEC §9).
+	// every chat request is audited.
 	defer func() {
 		if p := recover(); p != nil {
 			x.ev.Attempts = []audit.Attempt{{Attempt: 1, UpstreamStatus: status, LatencyMS: ms(time.Since(start)), Violations: []contracts.Violation{}}}
@@ -96,7 +96,7 @@ func (s *Server) passthrough(ctx context.Context, w http.ResponseWriter, r *http
 			resp.Header.Del("X-Request-Id")
 			if resp.StatusCode >= 400 {
 				// An error body may echo what the upstream was sent: the
-				// key (SPEC §15), as contract routes' 502 messages redact.
+				// key, as contract routes' 502 messages redact.
 				resp.ContentLength = -1 // redacting changes the length
 				return redactBody(resp, s.Caller.Keys(route.Upstream), bearerToken(r))
 			}

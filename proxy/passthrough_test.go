@@ -1,6 +1,6 @@
 package proxy
 
-// Passthrough routes (SPEC §3, §9): forwarded untouched but for model and
+// Passthrough routes: forwarded untouched but for model and
 // Authorization, SSE relayed event by event, client disconnects cancel the
 // upstream call.
 
@@ -345,7 +345,7 @@ func TestPassthroughAuditBeforeResponseCompletes(t *testing.T) {
 	}
 }
 
-// Passthrough changes only model and Authorization (SPEC §9): the client's
+// Passthrough changes only model and Authorization: the client's
 // Accept-Encoding reaches the upstream and a compressed reply is relayed as
 // sent.
 func TestPassthroughKeepsAcceptEncoding(t *testing.T) {

@@ -130,7 +130,7 @@ type edit struct {
 
 // apply rewrites o with edits: replaced members keep their position, new
 // ones are appended in edit order, every other member is copied byte for
-// byte, its name as the client spelled it (SPEC §9: escapes kept).
+// byte, its name as the client spelled it (escapes kept).
 func (o object) apply(edits []edit) []byte {
 	var b bytes.Buffer
 	b.Grow(o.sizeAfter(edits))

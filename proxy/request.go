@@ -42,7 +42,7 @@ type Prepared struct {
 // unsupported are request fields a contract route cannot honour.
 var unsupported = []string{"tools", "functions", "tool_choice", "function_call"}
 
-// Prepare runs SPEC §9's request checks that follow routing (parameters,
+// Prepare runs the request checks that follow routing (parameters,
 // client system messages, input) and renders nothing yet.
 func Prepare(r *config.Route, body []byte) (*Prepared, *APIError) {
 	obj, err := parseObject(body)
@@ -95,7 +95,7 @@ func prepare(r *config.Route, obj object, read []clientMessage) (*Prepared, *API
 	kept := msgs[:0:0]
 	for i, m := range msgs {
 		if m.Role == "system" || m.Role == "developer" {
-			if r.ClientSystem != "drop" {
+			if r.ClientSystem != config.ClientSystemDrop {
 				return nil, badRequest(CodeClientSystem, fmt.Sprintf("messages[%d]", i),
 					"route %q does not accept %s messages; its prompt is registered in contractd", r.Name, m.Role)
 			}
@@ -186,7 +186,7 @@ func readMessages(obj object) ([]clientMessage, *APIError) {
 	return out, nil
 }
 
-// readInput resolves the template input (SPEC §3): contract_input, else
+// readInput resolves the template input: contract_input, else
 // the last user message (parsed as a JSON object when the prompt has an
 // input schema).
 func (p *Prepared) readInput(obj object) *APIError {
@@ -196,7 +196,7 @@ func (p *Prepared) readInput(obj object) *APIError {
 		hasCI = false
 	}
 	if prompt.InputSchema == nil {
-		// SPEC §3: without an input schema .Input is the last user message's
+		// without an input schema .Input is the last user message's
 		// text; contract_input only stands in when there is no user message.
 		if p.Subject.HasLastUser {
 			p.Input = p.Subject.LastUser
@@ -357,7 +357,7 @@ func (p *Prepared) Build(a retry.Attempt) (*attemptBody, *APIError) {
 	return ab, nil
 }
 
-// shortenMessage cuts a user message's content (SPEC §9: to ratio of its
+// shortenMessage cuts a user message's content (to ratio of its
 // tokens, or max_input_tokens if smaller), keeping its other fields as
 // sent. Content given as parts has each text part cut the same way and its
 // other parts (images…) kept; before, such a message was sent uncut.
@@ -423,9 +423,9 @@ func (p *Prepared) edits(messages []byte, temp float64) []edit {
 		es[5].Value = []byte(strconv.FormatInt(*r.Seed, 10))
 	}
 	switch r.ResponseFormat {
-	case "json_object":
+	case config.ResponseFormatJSONObject:
 		es[7].Value = []byte(`{"type":"json_object"}`)
-	case "json_schema":
+	case config.ResponseFormatJSONSchema:
 		es[7].Value = jsonSchemaFormat(r.Contract)
 	}
 	return es

@@ -1,6 +1,6 @@
 package proxy
 
-// What the upstream receives on contract routes (SPEC §3, §5, §9 "Upstream
+// What the upstream receives on contract routes (§9 "Upstream
 // body on contract routes"): route fields set, client fields forwarded byte
 // for byte, the registered prompt injected, shortening on retry, and never
 // the client's key.
@@ -352,7 +352,7 @@ func TestShortenContentParts(t *testing.T) {
 	}
 }
 
-// SPEC §9: with contract_input, messages may be empty or absent.
+// with contract_input, messages may be empty or absent.
 func TestContractInputWithoutMessages(t *testing.T) {
 	h := newHarness(t, always(validClassify), cfg{})
 	for _, msgs := range []string{`"messages":[],`, ``, `"messages":null,`} {
@@ -384,7 +384,7 @@ func TestAuditIncludeContent(t *testing.T) {
 	}
 }
 
-// SPEC §3: without an input schema, .Input is the last user message's
+// without an input schema, .Input is the last user message's
 // text; contract_input stands in only when there is no user message.
 func TestInputWithoutSchema(t *testing.T) {
 	h := newHarness(t, always(`{"answer":"a"}`), cfg{})

@@ -114,7 +114,7 @@ func responsesToChat(route *config.Route, obj object) (object, []clientMessage, 
 		if instructions.Kind() != '"' {
 			return nil, nil, badRequest(CodeInvalidJSON, "instructions", "instructions must be a string")
 		}
-		if route.ClientSystem != "drop" {
+		if route.ClientSystem != config.ClientSystemDrop {
 			return nil, nil, badRequest(CodeClientSystem, "instructions",
 				"route %q does not accept instructions; its prompt is registered in contractd", route.Name)
 		}

@@ -14,8 +14,8 @@ import (
 
 // Typed clients (zod with the official SDK, the AI SDK's generateObject,
 // LangChain's withStructuredOutput) send their own JSON Schema as
-// response_format / text.format. The route's contract replaces it
-// (SPEC §3); when the two differ the client's parse may fail after the
+// response_format / text.format. The route's contract replaces it;
+// when the two differ the client's parse may fail after the
 // tokens are spent, so the response says so in X-Contract-Schema-Replaced
 // and the first such request per (route, client schema) logs a warning.
 // Never a block: the route's contract is what is enforced either way.

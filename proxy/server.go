@@ -140,7 +140,7 @@ func notFound(w http.ResponseWriter, r *http.Request) {
 		Message: "no such endpoint: " + r.Method + " " + quoteForMessage(r.URL.Path)})
 }
 
-// exactPaths matches paths as sent (SPEC §15). ServeMux would answer a
+// exactPaths matches paths as sent. ServeMux would answer a
 // path with "..", "//" or "." segments with a redirect to its cleaned form,
 // which can name another route; such a path under /r/ is an unknown route
 // (404 model_not_found, audited like any chat request), and elsewhere no
@@ -189,7 +189,7 @@ func unknownRoute(name string) *APIError {
 
 func (s *Server) requireKey(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		// SPEC §9: X-Request-Id is on every response, a 401 here included.
+		// X-Request-Id is on every response, a 401 here included.
 		w.Header().Set("X-Request-Id", newRequestID())
 		if _, aerr := s.authenticate(s.state.Load(), r); aerr != nil {
 			writeError(w, aerr)

@@ -32,7 +32,7 @@ const maxUpstreamBody = 8 << 20
 const maxErrorMessageBody = 64 << 10
 
 // UpstreamError is an upstream failure after transport retries. It is not a
-// contract violation: the request is answered at once (SPEC §9).
+// contract violation: the request is answered at once.
 type UpstreamError struct {
 	Status  int  // upstream HTTP status, 0 for transport failures
 	Timeout bool // per-call timeout or request deadline
@@ -41,7 +41,7 @@ type UpstreamError struct {
 	// server_busy, not retried).
 	Busy bool
 	// RetryAfter is the upstream's Retry-After on its last 429, passed on
-	// to the client's 502 (SPEC §15) so it backs off as the provider asked.
+	// to the client's 502 so it backs off as the provider asked.
 	RetryAfter time.Duration
 }
 
@@ -131,7 +131,7 @@ func (c *Caller) Call(ctx context.Context, u *config.Upstream, body []byte, hdr 
 			uerr.RetryAfter = retryAfter
 		}
 		retryable := uerr.Timeout || uerr.Status == 0 || uerr.Status == 429 || uerr.Status >= 500
-		if uerr.Status == -1 { // a 200 that is not a chat completion: not retried
+		if uerr.Status == statusBadReply { // a 200 that is not a chat completion: not retried
 			uerr.Status = http.StatusOK
 			retryable = false
 		}
@@ -155,6 +155,11 @@ func (c *Caller) Call(ctx context.Context, u *config.Upstream, body []byte, hdr 
 	}
 	return nil, last
 }
+
+// statusBadReply is UpstreamError.Status for a 200 reply contractd cannot
+// use (not a chat completion, too large, no room in the in-flight budget):
+// never retried, and reported with the upstream's 200.
+const statusBadReply = -1
 
 func (c *Caller) backoff(try int, retryAfter time.Duration) time.Duration {
 	if retryAfter > 0 {
@@ -194,7 +199,7 @@ func (c *Caller) once(ctx context.Context, u *config.Upstream, body []byte, hdr 
 		return nil, &UpstreamError{Status: resp.StatusCode, Reason: redact(upstreamMessage(data, resp.StatusCode), c.Keys(u))}, retryAfter(resp.Header)
 	}
 	// The reply is read once into a pooled buffer held in the in-flight
-	// budget (SPEC §15), decoded, and given back: the completion keeps
+	// budget, decoded, and given back: the completion keeps
 	// copies of the few strings it needs.
 	bg, limit := c.replies, int64(math.MaxInt64)
 	if bg == nil {
@@ -205,16 +210,16 @@ func (c *Caller) once(ctx context.Context, u *config.Upstream, body []byte, hdr 
 	b, err := bg.read(ctx, resp.Body, resp.ContentLength, maxUpstreamBody, limit)
 	switch {
 	case errors.Is(err, errTooLarge):
-		return nil, &UpstreamError{Status: -1, Reason: "reply body too large"}, 0
+		return nil, &UpstreamError{Status: statusBadReply, Reason: "reply body too large"}, 0
 	case errors.Is(err, errBusy):
-		return nil, &UpstreamError{Status: -1, Busy: true, Reason: "no room in max_inflight_bytes for the reply"}, 0
+		return nil, &UpstreamError{Status: statusBadReply, Busy: true, Reason: "no room in max_inflight_bytes for the reply"}, 0
 	case err != nil:
 		return nil, transportError(err, cctx), 0
 	}
 	comp, ok := readCompletion(b.buf)
 	bg.drop(b)
 	if !ok {
-		return nil, &UpstreamError{Status: -1, Reason: "reply is not a chat completion"}, 0
+		return nil, &UpstreamError{Status: statusBadReply, Reason: "reply is not a chat completion"}, 0
 	}
 	comp.Status = resp.StatusCode
 	return comp, nil, 0

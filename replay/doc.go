@@ -1,5 +1,5 @@
 // Package replay judges stored outputs again under a (new) config, so a
-// contract change is checked like code before it is deployed (SPEC §12).
+// contract change is checked like code before it is deployed.
 //
 // Sources are audit files written with include_content: true (plain,
 // rotated or gzip-compressed, streamed line by line in bounded memory), the

@@ -73,7 +73,7 @@ type lineViolation struct {
 	Rule string `json:"rule"`
 }
 
-// ParseLine reads one line of an audit file (SPEC §6, written with
+// ParseLine reads one line of an audit file (written with
 // include_content: true) or of a review export (one {id, route, contract,
 // input, output, resolved_at} per line). Blank lines and events without
 // outputs give ErrNotRecord; anything unreadable an error saying why.

@@ -109,7 +109,7 @@ type Summary struct {
 	Regressed   bool          `json:"regressed"`             // an approved or valid output is now invalid
 }
 
-// Exit codes (SPEC §12).
+// Exit codes.
 const (
 	ExitOK        = 0
 	ExitRegressed = 1

@@ -58,7 +58,7 @@ type Store interface {
 
 // Dedupe lets an identical repeat of the request that made an item get the
 // same 422 again, on any replica sharing the store, without an upstream
-// call (SPEC §14 review.dedupe_window). Create stores it with the item.
+// call (review.dedupe_window). Create stores it with the item.
 type Dedupe struct {
 	// Key identifies the request (client key, edge, route, body bytes,
 	// prompt and contract sha256), hashed by the proxy; opaque here.

@@ -92,7 +92,7 @@ func wantEvents() map[string]wantEvent {
 
 var requestIDRe = regexp.MustCompile(`^req_[0-9a-f]{24}$`)
 
-// TestAuditEvents asserts every SPEC §6 field of the audit line of each
+// TestAuditEvents asserts every field of the audit line of each
 // kind of request (valid, retried, needs_review, budget_exhausted,
 // upstream_error, rejected 400/401/404, passthrough), with include_content
 // off (hashes only) and on (raw input and outputs added).
@@ -275,8 +275,8 @@ func checkEvent(t *testing.T, rt *config.Runtime, ev map[string]any, want wantEv
 		}
 		latencies += lat
 		checkUsage(t, what+" usage", a["usage"], wa.usage)
-		// violations: always a list (empty for a clean attempt), sorted as
-		// SPEC §4 says.
+		// violations: always a list (empty for a clean attempt), sorted
+		// (contracts.SortViolations).
 		vs, isList := a["violations"].([]any)
 		if !isList {
 			t.Errorf("%s: violations %v, want a list", what, a["violations"])

@@ -6,7 +6,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 )
 
-// SPEC §15's limits as metrics.
+// the limits as metrics.
 const (
 	MetricConnectionsOpen = "contractd_connections_open"
 	MetricInflightBytes   = "contractd_inflight_bytes"

@@ -9,7 +9,7 @@ import (
 	"github.com/contractd/contractd/telemetry"
 )
 
-// The SPEC §15 limits are on /metrics, read from the stats at each scrape.
+// The limits are on /metrics, read from the stats at each scrape.
 func TestLimitMetrics(t *testing.T) {
 	tel, err := telemetry.New(telemetry.Options{Getenv: func(string) string { return "" }})
 	if err != nil {

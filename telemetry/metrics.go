@@ -12,7 +12,7 @@ import (
 	"github.com/contractd/contractd/audit"
 )
 
-// Metric names as exposed on /metrics (SPEC §8), plus the validation
+// Metric names as exposed on /metrics, plus the validation
 // histogram this package adds. The Prometheus exporter's suffix rules leave
 // them unchanged: counters already end in _total, the histograms in _seconds.
 const (

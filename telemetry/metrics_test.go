@@ -39,7 +39,7 @@ func scrapeAdmin(t *testing.T, tel *telemetry.Telemetry) string {
 }
 
 // TestMetricsScrape drives every scripted request and asserts, by scraping
-// /metrics, the exact value of every SPEC §8 series.
+// /metrics, the exact value of every series.
 func TestMetricsScrape(t *testing.T) {
 	h := newHarness(t, harnessOpts{})
 	before := parseSamples(t, scrapeAdmin(t, h.tel))
@@ -211,7 +211,7 @@ func TestMetricsScrape(t *testing.T) {
 	}
 }
 
-// TestMetricNames checks the exposed families: SPEC §8's names exactly
+// TestMetricNames checks the exposed families: the names exactly
 // (no doubled _total, no unit suffix added twice), their types and label
 // names, and no OTel scope or target_info noise.
 func TestMetricNames(t *testing.T) {
@@ -236,7 +236,7 @@ func TestMetricNames(t *testing.T) {
 		"contractd_upstream_duration_seconds": {"histogram", []string{"route"}},
 		"contractd_tokens_total":              {"counter", []string{"direction", "route"}},
 		"contractd_config_reloads_total":      {"counter", []string{"result"}},
-		// Beyond SPEC §8: validation time.
+		// Beyond the required series: validation time.
 		"contractd_validation_duration_seconds": {"histogram", []string{"route"}},
 	}
 	for name, s := range spec {

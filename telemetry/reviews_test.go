@@ -1,6 +1,6 @@
 package telemetry_test
 
-// The review queue's metrics (SPEC §10) move with the events they count:
+// The review queue's metrics move with the events they count:
 // contractd_reviews_resolved_total{route,status,by} per approve, reject and
 // rerun through the admin API; contractd_webhook_deliveries_total{result}
 // per delivery try (success, failure, expired); contractd_reviews_pending

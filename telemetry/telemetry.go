@@ -1,5 +1,5 @@
 // Package telemetry turns contractd's request pipeline into OpenTelemetry
-// traces and Prometheus metrics (SPEC §8), and correlates logs with traces.
+// traces and Prometheus metrics, and correlates logs with traces.
 //
 // Metrics are derived from the finished audit event (RequestDone), so what
 // /metrics counts and what the audit log says cannot disagree. Spans come
@@ -141,7 +141,7 @@ func New(opts Options) (*Telemetry, error) {
 	res := t.resource(opts, getenv)
 
 	// Metrics: the OTel SDK feeding a Prometheus collector on a private
-	// registry. Names are built to be exactly SPEC §8's once the exporter
+	// registry. Names are built to be exactly the once the exporter
 	// adds its suffixes; no otel_scope_* labels, no target_info.
 	t.registry = opts.Registry
 	if t.registry == nil {

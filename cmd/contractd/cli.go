@@ -15,7 +15,7 @@ import (
 	"github.com/contractd/contractd/contracts"
 )
 
-// Exit codes (SPEC §7).
+// Exit codes.
 const (
 	exitOK      = 0
 	exitProblem = 1

@@ -20,7 +20,7 @@ type listFlag []string
 func (l *listFlag) String() string     { return strings.Join(*l, ",") }
 func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
 
-// cmdReplay is `contractd replay` (SPEC §12); the work is in package
+// cmdReplay is `contractd replay`; the work is in package
 // replay.
 func cmdReplay(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs, cfg := newFlags("replay", stderr)

@@ -9,7 +9,7 @@ import (
 
 // cmdSchema prints the JSON Schema a route enforces: the document GET
 // /v1/models/{route} returns as contract.schema, indented (keys in file
-// order), for building a client's typed schema from it (SPEC §14).
+// order), for building a client's typed schema from it.
 func cmdSchema(args []string, stdout, stderr io.Writer) int {
 	fs, cfg := newFlags("schema", stderr)
 	routeName := fs.String("route", "", "route whose contract schema to print")

@@ -154,8 +154,8 @@ func orDefault(s, d string) string {
 // environment take precedence.
 const defaultGCPercent = 400
 
-// applyMemoryLimit sets Go's soft memory limit from server.memory_limit
-// (SPEC §15): auto is 80 % of the cgroup's limit, none without one. Near
+// applyMemoryLimit sets Go's soft memory limit from server.memory_limit:
+// auto is 80 % of the cgroup's limit, none without one. Near
 // the limit the collector runs more often instead of letting garbage grow
 // the heap, which is what bounds RSS under load together with
 // max_inflight_bytes. GOMEMLIMIT in the environment wins. Called at start
@@ -308,7 +308,7 @@ func serve(ctx context.Context, path string, rt *config.Runtime, logger *slog.Lo
 		if i == 1 {
 			kind = "admin"
 		} else {
-			ln = srv.Conns.Listener(ln) // max_connections: the API listener only (SPEC §15)
+			ln = srv.Conns.Listener(ln) // max_connections: the API listener only
 		}
 		logger.Info("listening", "kind", kind, "addr", ln.Addr().String())
 		go func() { errc <- hs.Serve(ln) }()

@@ -44,7 +44,7 @@ var fuzzServer = sync.OnceValues(func() (*proxy.Server, *config.Runtime) {
 	return srv, rt
 })
 
-// allowed are the statuses a chat request may get (SPEC §3, plus 429
+// allowed are the statuses a chat request may get (plus 429
 // from the rate limit, which this config does not set).
 var allowed = map[int]bool{200: true, 400: true, 401: true, 404: true, 413: true, 422: true, 502: true, 504: true}
 

@@ -77,7 +77,7 @@ func TestAuth(t *testing.T) {
 }
 
 // wantNoSecrets checks that no client or upstream key reached the logs or
-// the audit (SPEC §6: no secret is ever written anywhere).
+// the audit (no secret is ever written anywhere).
 func wantNoSecrets(t *testing.T, e *env) {
 	t.Helper()
 	for where, text := range map[string]string{"logs": e.logs.String(), "audit": e.audit.String()} {

@@ -232,7 +232,7 @@ type opts struct {
 	Keys           bool   // server.api_keys_env set (keyAlpha, keyBeta)
 	RateLimit      string // e.g. "{requests_per_second: 2, burst: 3}"
 	NoPassthrough  bool
-	// SPEC §15 server limits ("": default).
+	// server limits ("": default).
 	BodyReadTimeout, MaxInflight, MaxConnections string
 }
 
@@ -437,7 +437,7 @@ func (e *env) post(ctx context.Context, body string, hdr ...string) *result {
 	return &result{Status: resp.StatusCode, Header: resp.Header, Body: b, Err: err, Elapsed: time.Since(start)}
 }
 
-// wantError checks an OpenAI error envelope (SPEC §3, §9).
+// wantError checks an OpenAI error envelope.
 func wantError(t *testing.T, r *result, status int, typ, code string) {
 	t.Helper()
 	if r.Err != nil {

@@ -13,7 +13,7 @@ import (
 	"time"
 )
 
-// SPEC §15: request_timeout follows reloads; the write deadline is set per
+// request_timeout follows reloads; the write deadline is set per
 // request. Before, the server-wide WriteTimeout was computed once at start
 // from the first config's request_timeout, so a request that a reload had
 // allowed to run longer got an empty reply while the audit said 200.
@@ -65,7 +65,7 @@ func TestExchangeOutlivesBodyReadTimeout(t *testing.T) {
 	}
 }
 
-// SPEC §15: a body not read within body_read_timeout gets 408
+// a body not read within body_read_timeout gets 408
 // request_timeout when the client is still there.
 func TestBodyReadTimeout(t *testing.T) {
 	noLeaks(t)
@@ -95,7 +95,7 @@ func TestBodyReadTimeout(t *testing.T) {
 	}
 }
 
-// SPEC §15: bodies that would take the in-flight total over
+// bodies that would take the in-flight total over
 // max_inflight_bytes wait up to 1 s for room, then get 503 server_busy
 // with Retry-After: 1; once room is made, requests go through again.
 func TestInflightBudget(t *testing.T) {
@@ -157,7 +157,7 @@ func TestInflightBudget(t *testing.T) {
 	}
 }
 
-// SPEC §15: at max_connections, further connections wait (in the kernel's
+// at max_connections, further connections wait (in the kernel's
 // backlog) until one closes; they are then served.
 func TestMaxConnections(t *testing.T) {
 	noLeaks(t)

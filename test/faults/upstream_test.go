@@ -163,7 +163,7 @@ func TestUpstreamReset(t *testing.T) {
 		// The upstream's 200 head may already be on its way to the client:
 		// the only honest outcome is a connection the client sees fail
 		// (never a body it could take for complete), and the request is
-		// still audited (SPEC §6: one line per chat-completions request).
+		// still audited (one line per chat-completions request).
 		noLeaks(t)
 		up := newRawUpstream(t, func(c *net.TCPConn, n int) {
 			_, _ = c.Write([]byte("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 4000\r\n\r\n{\"id\":\"chatcmpl-up\""))
