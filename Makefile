@@ -58,11 +58,13 @@ bench-review:
 
 # The Redis rate-limit store against the memory store and no limit, whole
 # requests at concurrency 1 and 16, then the limiter step alone; five
-# interleaved rounds on a throwaway local Redis (docs/benchmarks.md).
+# interleaved rounds on a throwaway local Redis; then c16 with GOMAXPROCS=1,
+# which leaves a core to redis-server (docs/benchmarks.md).
 bench-ratelimit:
 	@scripts/redis.sh install
 	$(GO) test -c -o bin/proxy.test ./proxy/
 	cd proxy && for i in 1 2 3 4 5; do ../bin/proxy.test -test.run '^$$' -test.bench 'RateLimit(Path|Allow)' -test.benchtime 3000x; done
+	cd proxy && for i in 1 2 3 4 5; do ../bin/proxy.test -test.run '^$$' -test.bench 'RateLimitPath/(memory|redis)/c=16' -test.benchtime 3000x -test.cpu 1; done
 
 # One contractd replica against three on one PostgreSQL (the built binary,
 # three interleaved rounds; docs/benchmarks.md).
