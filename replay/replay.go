@@ -353,8 +353,9 @@ func newRunner(o Options) *runner {
 }
 
 // run drives produce through the worker pool and collects the results in
-// order. Memory is bounded by the chunks in flight (at most 3 × workers),
-// whatever the input's size.
+// order. Memory is bounded by the chunks in flight (about 4 × workers:
+// queued for the collector, queued for a worker, being filled), whatever
+// the input's size.
 func (r *runner) run(ctx context.Context, produce func(context.Context, func(job)) error) error {
 	work := make(chan *chunk, r.workers)
 	order := make(chan *chunk, 2*r.workers)

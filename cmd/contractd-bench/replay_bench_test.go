@@ -18,6 +18,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strings"
 	"syscall"
@@ -165,20 +166,31 @@ func BenchmarkReplayBinary(b *testing.B) {
 					size = writeAudit(b, file, line, n)
 				}
 				var rss int64
+				var heapStart, heapLive int // MB, from gctrace
 				var elapsed, cpu time.Duration
 				for b.Loop() {
 					args := []string{"replay", "-c", cfg, "--audit", file}
 					cmd := exec.Command(bin, args...)
-					cmd.Env = os.Environ()
+					// gctrace prints each GC's heap sizes: the live heap after
+					// collection is what must not grow with the input (RSS
+					// also holds GOGC's headroom and what the OS has not
+					// taken back yet).
+					cmd.Env = append(os.Environ(), "GODEBUG=gctrace=1")
 					if oneCPU {
 						cmd.Args = append(cmd.Args, "--workers", "1")
 						cmd.Env = append(cmd.Env, "GOMAXPROCS=1")
 					}
-					var out bytes.Buffer
-					cmd.Stdout, cmd.Stderr = &out, &out
+					var out, trace bytes.Buffer
+					cmd.Stdout, cmd.Stderr = &out, &trace
 					start := time.Now()
 					if err := cmd.Run(); err != nil {
-						b.Fatalf("replay: %v\n%s", err, out.String())
+						b.Fatalf("replay: %v\n%s%s", err, out.String(), trace.String())
+					}
+					for _, m := range gcHeapRE.FindAllStringSubmatch(trace.String(), -1) {
+						var start, live int
+						fmt.Sscan(m[1], &start)
+						fmt.Sscan(m[3], &live)
+						heapStart, heapLive = max(heapStart, start), max(heapLive, live)
 					}
 					elapsed += time.Since(start)
 					if !strings.Contains(out.String(), "no regression") {
@@ -189,6 +201,8 @@ func BenchmarkReplayBinary(b *testing.B) {
 					cpu += time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 				}
 				b.ReportMetric(float64(rss)/1024, "peak-RSS-MiB")
+				b.ReportMetric(float64(heapStart), "peak-heap-MB")
+				b.ReportMetric(float64(heapLive), "peak-live-heap-MB")
 				b.ReportMetric(float64(size)/(1<<20), "input-MiB")
 				b.ReportMetric(float64(n*b.N)/elapsed.Seconds(), "outputs/s")
 				b.ReportMetric(float64(n*b.N)/cpu.Seconds(), "outputs/cpu-s")
@@ -197,6 +211,10 @@ func BenchmarkReplayBinary(b *testing.B) {
 		os.Remove(file)
 	}
 }
+
+// gcHeapRE reads "A->B->C MB" of a gctrace line: heap at GC start, at GC
+// end, and live.
+var gcHeapRE = regexp.MustCompile(`(\d+)->(\d+)->(\d+) MB`)
 
 func goTool() string {
 	if p := filepath.Join(runtime.GOROOT(), "bin", "go"); fileExists(p) {
