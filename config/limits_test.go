@@ -3,6 +3,7 @@ package config
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -95,4 +96,26 @@ func TestParseSize(t *testing.T) {
 			t.Errorf("%q accepted", in)
 		}
 	}
+}
+
+// FuzzParseMemoryLimit: any memory_limit text is auto, off, a size of at
+// least 16 MiB, or an error; a size prints back to the same bytes.
+func FuzzParseMemoryLimit(f *testing.F) {
+	for _, s := range []string{"auto", "off", "", "512MiB", "1.5 GiB", "300MB", "1048576", "-1", "1e9", "9999999999999TiB", "16MiB", "0.1KiB"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		ml, err := ParseMemoryLimit(s)
+		if err != nil {
+			return
+		}
+		if ml.Auto && ml.Bytes != 0 || !ml.Auto && ml.Bytes != 0 && ml.Bytes < 16<<20 || ml.Bytes < 0 {
+			t.Fatalf("%q: %+v", s, ml)
+		}
+		if !ml.Auto && ml.Bytes > 0 {
+			if n, err := ParseSize(strconv.FormatInt(ml.Bytes, 10)); err != nil || n != ml.Bytes {
+				t.Fatalf("%q: %d does not read back (%d, %v)", s, ml.Bytes, n, err)
+			}
+		}
+	})
 }

@@ -1,0 +1,42 @@
+package e2e
+
+import (
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// SPEC §15 / issue 16: request_timeout follows reloads in the real binary.
+// A request slower than the running request_timeout gets 504; after a
+// SIGHUP reload raises it, the same request completes with the whole
+// answer (deadlines are set per request from the config in force).
+func TestReloadRaisesRequestTimeout(t *testing.T) {
+	t.Parallel()
+	up := newUpstream(t, func(req upstreamRequest, n int) reply {
+		return reply{Content: goodContent, Delay: 1500 * time.Millisecond}
+	})
+	dir := t.TempDir()
+	base := renderConfig(cfgOpts{upstream: up.URL()})
+	short := strings.Replace(base, "request_timeout: 20s", "request_timeout: 1s\n  body_read_timeout: 1s", 1)
+	if short == base {
+		t.Fatal("the base config's request_timeout moved")
+	}
+	cfg := writeConfig(t, dir, short)
+	d := startDaemon(t, cfg, baseEnv())
+	resp, body := post(t, d, reviewBody("review-sentiment", "Fine."))
+	if resp.StatusCode != 504 || !strings.Contains(string(body), `"code":"upstream_timeout"`) {
+		t.Fatalf("under request_timeout 1s: %d %s", resp.StatusCode, body)
+	}
+	writeConfig(t, dir, strings.Replace(base, "request_timeout: 20s", "request_timeout: 4s", 1))
+	n := d.countLog(reloaded("sighup"))
+	d.signal(syscall.SIGHUP)
+	if !waitFor(3*time.Second, func() bool { return d.countLog(reloaded("sighup")) > n }) {
+		t.Fatal("no reload after SIGHUP")
+	}
+	start := time.Now()
+	assertServes(t, d, "review-sentiment", goodContent)
+	if el := time.Since(start); el < 1400*time.Millisecond {
+		t.Errorf("answered in %v; the upstream takes 1.5 s", el)
+	}
+}
