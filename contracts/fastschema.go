@@ -830,40 +830,8 @@ func isPointer(s string) bool {
 }
 
 func pointerTokens(p string) ([]string, bool) {
-	if p == "" {
-		return nil, true
-	}
-	if p[0] != '/' {
-		return nil, false
-	}
-	var out []string
-	for _, seg := range strings.Split(p[1:], "/") {
-		if !strings.Contains(seg, "~") {
-			out = append(out, seg)
-			continue
-		}
-		var sb strings.Builder
-		for i := 0; i < len(seg); i++ {
-			if seg[i] != '~' {
-				sb.WriteByte(seg[i])
-				continue
-			}
-			if i+1 >= len(seg) {
-				return nil, false
-			}
-			switch seg[i+1] {
-			case '0':
-				sb.WriteByte('~')
-			case '1':
-				sb.WriteByte('/')
-			default:
-				return nil, false
-			}
-			i++
-		}
-		out = append(out, sb.String())
-	}
-	return out, true
+	toks, err := PointerTokens(p)
+	return toks, err == nil
 }
 
 // resolvePointer walks a pointer from n. opaque reports that the walk met a

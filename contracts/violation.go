@@ -2,7 +2,6 @@ package contracts
 
 import (
 	"slices"
-	"strconv"
 	"strings"
 )
 
@@ -68,62 +67,4 @@ func CompareViolations(a, b Violation) int {
 		return c
 	}
 	return strings.Compare(a.Message, b.Message)
-}
-
-// ComparePointers compares two JSON Pointers segment by segment: a prefix
-// sorts first, numeric segments compare numerically and before names.
-func ComparePointers(a, b string) int {
-	if a == b {
-		return 0
-	}
-	as, bs := splitPointer(a), splitPointer(b)
-	for i := 0; i < len(as) && i < len(bs); i++ {
-		if c := compareSegment(as[i], bs[i]); c != 0 {
-			return c
-		}
-	}
-	return len(as) - len(bs)
-}
-
-func splitPointer(p string) []string {
-	if p == "" {
-		return nil
-	}
-	return strings.Split(strings.TrimPrefix(p, "/"), "/")
-}
-
-func compareSegment(a, b string) int {
-	an, aerr := strconv.ParseUint(a, 10, 64)
-	bn, berr := strconv.ParseUint(b, 10, 64)
-	switch {
-	case aerr == nil && berr == nil:
-		if an != bn {
-			if an < bn {
-				return -1
-			}
-			return 1
-		}
-		return strings.Compare(a, b) // "01" vs "1"
-	case aerr == nil:
-		return -1
-	case berr == nil:
-		return 1
-	}
-	return strings.Compare(a, b)
-}
-
-// EscapePointerToken escapes one reference token per RFC 6901.
-func EscapePointerToken(s string) string {
-	if !strings.ContainsAny(s, "~/") {
-		return s
-	}
-	return strings.ReplaceAll(strings.ReplaceAll(s, "~", "~0"), "/", "~1")
-}
-
-// UnescapePointerToken reverses EscapePointerToken.
-func UnescapePointerToken(s string) string {
-	if !strings.Contains(s, "~") {
-		return s
-	}
-	return strings.ReplaceAll(strings.ReplaceAll(s, "~1", "/"), "~0", "~")
 }

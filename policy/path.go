@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -31,25 +32,15 @@ func ParsePath(s string) (Path, error) {
 	if s[0] != '/' {
 		return Path{}, fmt.Errorf("path %q: must start with \"/\"", s)
 	}
-	parts := strings.Split(s[1:], "/")
-	p := Path{
-		raw:    s,
-		tokens: make([]string, len(parts)),
-		esc:    parts,
-		wild:   make([]bool, len(parts)),
+	tokens, err := contracts.PointerTokens(s)
+	var pe *contracts.PointerError
+	if errors.As(err, &pe) {
+		return Path{}, fmt.Errorf("path %q: bad escape in %q (write ~0 for \"~\" and ~1 for \"/\")", s, pe.Segment)
 	}
+	parts := strings.Split(s[1:], "/")
+	p := Path{raw: s, tokens: tokens, esc: parts, wild: make([]bool, len(parts))}
 	for i, part := range parts {
-		for j := 0; j < len(part); j++ {
-			if part[j] != '~' {
-				continue
-			}
-			if j+1 >= len(part) || (part[j+1] != '0' && part[j+1] != '1') {
-				return Path{}, fmt.Errorf("path %q: bad escape in %q (write ~0 for \"~\" and ~1 for \"/\")", s, part)
-			}
-			j++
-		}
 		p.wild[i] = part == "*"
-		p.tokens[i] = contracts.UnescapePointerToken(part)
 	}
 	return p, nil
 }

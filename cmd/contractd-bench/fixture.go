@@ -178,11 +178,9 @@ func newMockUpstream() *mockUpstream {
 
 var bufPool = make(chan *bytes.Buffer, 512)
 
-func (m *mockUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodPost || !strings.HasSuffix(r.URL.Path, "/chat/completions") {
-		http.Error(w, "not found", http.StatusNotFound)
-		return
-	}
+// reply reads a request body and picks the completion to answer with:
+// the invalid one when the marker is in the request.
+func (m *mockUpstream) reply(req io.Reader) (body []byte, length string) {
 	var buf *bytes.Buffer
 	select {
 	case buf = <-bufPool:
@@ -190,15 +188,24 @@ func (m *mockUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	default:
 		buf = new(bytes.Buffer)
 	}
-	_, _ = io.Copy(buf, r.Body)
-	body, n := m.valid, m.validLen
+	_, _ = io.Copy(buf, req)
+	body, length = m.valid, m.validLen
 	if bytes.Contains(buf.Bytes(), []byte(invalidMarker)) {
-		body, n = m.invalid, m.invalidLen
+		body, length = m.invalid, m.invalidLen
 	}
 	select {
 	case bufPool <- buf:
 	default:
 	}
+	return body, length
+}
+
+func (m *mockUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost || !strings.HasSuffix(r.URL.Path, "/chat/completions") {
+		http.Error(w, "not found", http.StatusNotFound)
+		return
+	}
+	body, n := m.reply(r.Body)
 	h := w.Header()
 	h["Content-Type"] = []string{"application/json"}
 	h["Content-Length"] = []string{n}
