@@ -75,9 +75,10 @@ func postDedupe(t *testing.T, d *daemon) (*http.Response, map[string]any) {
 }
 
 // Two processes sharing one review store are two replicas: a repeat on the
-// other one gets the same 422 without an upstream call, and so does a
-// repeat after both were killed with -9 and one restarted (the window is
-// in the store, not in a process).
+// other one, once it has read the store (every half second), gets the same
+// 422 without an upstream call, and so does a repeat after both were
+// killed with -9 and one restarted (the window is in the store, not in a
+// process).
 func TestDedupeAcrossProcesses(t *testing.T) {
 	up := newUpstream(t, byModel)
 	cfg := writeConfig(t, t.TempDir(), renderConfig(cfgOpts{upstream: up.URL()}))
@@ -95,10 +96,17 @@ func TestDedupeAcrossProcesses(t *testing.T) {
 			t.Fatalf("%s: upstream calls %d, want 2 (one run on the first process)", who, n)
 		}
 	}
+	time.Sleep(dedupeSyncWait)
 	check(b, "the second process")
 	a.signal(syscall.SIGKILL)
 	b.signal(syscall.SIGKILL)
 	<-a.done
 	<-b.done
-	check(startDaemon(t, cfg, baseEnv()), "a process started after kill -9")
+	c := startDaemon(t, cfg, baseEnv())
+	time.Sleep(dedupeSyncWait)
+	check(c, "a process started after kill -9")
 }
+
+// dedupeSyncWait is long enough for a replica's dedupe sync (every 500 ms)
+// to have read the store, with room for a loaded machine.
+const dedupeSyncWait = 2 * time.Second

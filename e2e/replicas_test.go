@@ -365,6 +365,7 @@ func TestReplicas(t *testing.T) {
 		}
 		r1, m1 := send(0)
 		hits := up.Hits()
+		time.Sleep(dedupeSyncWait) // replica 2 reads the store's new windows every 500 ms
 		r2, m2 := send(1)
 		if r1.StatusCode != 422 || r2.StatusCode != 422 || reviewID(m1) == nil || reviewID(m1) != reviewID(m2) {
 			t.Fatalf("first %d %v, repeat %d %v", r1.StatusCode, reviewID(m1), r2.StatusCode, reviewID(m2))

@@ -77,17 +77,6 @@ func (s *Server) contract(ctx context.Context, w http.ResponseWriter, r *http.Re
 			x.deduplicated(ctx, w, hit)
 			return
 		}
-		// The second level: a verdict another replica (or this one before
-		// a restart) stored. Identical requests here wait on this lookup
-		// like on a run.
-		if q := s.Reviews; q != nil {
-			now := s.dedupe.now()
-			if hit, until := q.findDedupe(ctx, dkey, now); hit != nil {
-				release(hit, until.Sub(now))
-				x.deduplicated(ctx, w, hit)
-				return
-			}
-		}
 		keep = release
 		defer release(nil, 0) // nothing to keep unless kept below (release runs once)
 	}

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -111,16 +112,125 @@ func (d *dedupe) release(k dedupeKey, ch chan struct{}, v *APIError, window time
 			d.lru.MoveToFront(el)
 		} else {
 			d.items[k] = d.lru.PushFront(e)
-		}
-		for d.lru.Len() > d.max {
-			old := d.lru.Back()
-			d.lru.Remove(old)
-			delete(d.items, old.Value.(*dedupeEntry).key)
-			d.evictions.Add(1)
+			d.evictLocked()
 		}
 	}
 	d.mu.Unlock()
 	close(ch)
+}
+
+// learn remembers a verdict made elsewhere (another process sharing the
+// review store, or this one before a restart) until expires. A verdict
+// already held that lasts longer stays.
+func (d *dedupe) learn(k dedupeKey, v *APIError, expires time.Time) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if !d.now().Before(expires) {
+		return
+	}
+	if el, ok := d.items[k]; ok {
+		if !expires.After(el.Value.(*dedupeEntry).expires) {
+			return
+		}
+		el.Value = &dedupeEntry{key: k, err: v, expires: expires}
+		return
+	}
+	d.items[k] = d.lru.PushFront(&dedupeEntry{key: k, err: v, expires: expires})
+	d.evictLocked()
+}
+
+func (d *dedupe) evictLocked() {
+	for d.lru.Len() > d.max {
+		old := d.lru.Back()
+		d.lru.Remove(old)
+		delete(d.items, old.Value.(*dedupeEntry).key)
+		d.evictions.Add(1)
+	}
+}
+
+// DedupeSyncEvery is how often SyncDedupe reads the review store: an
+// identical repeat on another replica is served from memory once this
+// much has passed since the verdict (SDKs back off longer than that).
+const DedupeSyncEvery = 500 * time.Millisecond
+
+// dedupeSyncOverlap: each read goes back this far before the newest item
+// already seen, because an item's creation time is taken before its
+// transaction commits and a slower commit can land behind a newer one.
+const dedupeSyncOverlap = 2 * time.Second
+
+// dedupeSyncBatch bounds one read; a full batch is followed at once by the
+// next.
+const dedupeSyncBatch = 1000
+
+// SyncDedupe keeps the dedupe memory in step with the review store until
+// ctx ends: every `every` it reads the windows opened by any process
+// sharing the store (this one included) since its last read and
+// remembers them. An identical repeat on another replica, or after a
+// restart, is then answered from memory: no request waits on the store
+// for it, and a slow or unreachable store slows no request (the sync logs
+// once a minute and the repeats run, as without a store).
+func (s *Server) SyncDedupe(ctx context.Context, every time.Duration) {
+	y := &dedupeSync{s: s}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		if err := y.once(ctx); err != nil && ctx.Err() == nil && s.Reviews != nil {
+			s.Reviews.warnLookup(err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// dedupeSync is one SyncDedupe's position in the store.
+type dedupeSync struct {
+	s     *Server
+	since time.Time // newest creation time seen; zero before the first read
+}
+
+func (y *dedupeSync) once(ctx context.Context) error {
+	q := y.s.Reviews
+	window := y.s.Runtime().Review.DedupeWindow
+	if q == nil || window <= 0 {
+		return nil
+	}
+	st := q.Store()
+	if st == nil {
+		return nil // the queue logs an unavailable store
+	}
+	now := y.s.dedupe.now()
+	if y.since.IsZero() {
+		y.since = now.Add(-window)
+	}
+	from := y.since.Add(-dedupeSyncOverlap)
+	for {
+		recs, err := st.RecentDedupe(ctx, from, now, dedupeSyncBatch)
+		if err != nil {
+			return err
+		}
+		for _, r := range recs {
+			if r.CreatedAt.After(y.since) {
+				y.since = r.CreatedAt
+			}
+			var k dedupeKey
+			if n, err := hex.Decode(k[:], []byte(r.Key)); err != nil || n != len(k) {
+				continue // not a key this version writes
+			}
+			e, err := parseNeedsReview(r.Answer)
+			if err != nil {
+				q.warnLookup(fmt.Errorf("item %s: dedupe answer: %w", r.ID, err))
+				continue
+			}
+			y.s.dedupe.learn(k, e, r.Until)
+		}
+		if len(recs) < dedupeSyncBatch || !recs[len(recs)-1].CreatedAt.After(from) {
+			return nil
+		}
+		from = recs[len(recs)-1].CreatedAt
+	}
 }
 
 // stats reports the entries held and the evictions so far.

@@ -3,6 +3,7 @@ package proxy
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"errors"
 	"io"
 	"log/slog"
@@ -18,19 +19,28 @@ import (
 	"github.com/contractd/contractd/audit"
 	"github.com/contractd/contractd/internal/testkit"
 	"github.com/contractd/contractd/review"
+	"github.com/contractd/contractd/review/storetest"
 )
 
-// lookupFaultStore fails FindDedupe while fail is set.
+// lookupFaultStore fails RecentDedupe while fail is set.
 type lookupFaultStore struct {
 	review.Store
 	fail atomic.Bool
 }
 
-func (f *lookupFaultStore) FindDedupe(ctx context.Context, key string, now time.Time) (string, *review.Dedupe, error) {
+func (f *lookupFaultStore) RecentDedupe(ctx context.Context, since, now time.Time, limit int) ([]review.DedupeRecord, error) {
 	if f.fail.Load() {
-		return "", nil, errors.New("connection refused (injected)")
+		return nil, errors.New("connection refused (injected)")
 	}
-	return f.Store.FindDedupe(ctx, key, now)
+	return f.Store.RecentDedupe(ctx, since, now, limit)
+}
+
+// sync runs one read of h's dedupe sync (SyncDedupe runs them on a ticker).
+func syncDedupe(t *testing.T, y *dedupeSync) {
+	t.Helper()
+	if err := y.once(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // replica is one Server with its own store handle on a shared file, as two
@@ -51,20 +61,24 @@ func replica(t *testing.T, up *fakeUpstream, file string) (*harness, *lookupFaul
 	return h, fs, logs
 }
 
-// A repeat on another replica sharing the review store gets the same 422
-// (same review, same body) without an upstream call; what is not the same
-// request (another key, another contract after a reload) runs.
+// A repeat on another replica sharing the review store, once that replica
+// has read the store, gets the same 422 (same review, same body) without
+// an upstream call; what is not the same request (another key, another
+// contract after a reload) runs.
 func TestDedupeAcrossReplicas(t *testing.T) {
 	up := newFakeUpstream(t, always(invalidAnswer))
 	file := filepath.Join(t.TempDir(), "reviews.db")
 	a, _, _ := replica(t, up, file)
 	b, _, _ := replica(t, up, file)
+	bsync := &dedupeSync{s: b.srv}
+	syncDedupe(t, bsync) // b starts reading before a's verdict, as a running replica does
 
 	first := a.post("", failBody)
 	id := reviewID(t, first)
 	if rv := first.errorObj()["review"].(map[string]any); rv["stored"] != true {
 		t.Fatalf("review %v", rv)
 	}
+	syncDedupe(t, bsync)
 	second := b.post("", failBody)
 	if got := reviewID(t, second); got != id {
 		t.Fatalf("replica b: review %s, want %s", got, id)
@@ -96,6 +110,7 @@ func TestDedupeAcrossReplicas(t *testing.T) {
 	c := testkit.LoadRuntime(t, filepath.Join("testdata", "contractd.yaml"), changed)
 	bb, _, _ := replica(t, up, file)
 	bb.srv.Swap(c)
+	syncDedupe(t, &dedupeSync{s: bb.srv}) // a restarted replica learns the open windows
 	hits := up.Hits()
 	if r := bb.post("", failBody); reviewID(t, r) == id || r.Header.Get("X-Contract-Deduplicated") != "" || up.Hits() != hits+2 {
 		t.Fatalf("after the contract changed: deduplicated, upstream hits %d", up.Hits()-hits)
@@ -119,6 +134,7 @@ func TestDedupeStoreWindowEnds(t *testing.T) {
 	a.srv.Swap(&rt) // b keeps 60 s: the stored window is a's
 	id := reviewID(t, a.post("", failBody))
 	advance(9 * time.Second)
+	syncDedupe(t, &dedupeSync{s: b.srv})
 	if got := reviewID(t, b.post("", failBody)); got != id {
 		t.Fatalf("inside the window: %s, want %s", got, id)
 	}
@@ -129,28 +145,66 @@ func TestDedupeStoreWindowEnds(t *testing.T) {
 	}
 }
 
-// A store that cannot answer the lookup does not fail the request: it
-// runs, and the failure is logged once, not per request.
-func TestDedupeStoreLookupFails(t *testing.T) {
+// A store the sync cannot read fails no request: repeats on the other
+// replica run, the failure is logged once, not per read, and the sync
+// catches up when the store answers again.
+func TestDedupeSyncFails(t *testing.T) {
 	up := newFakeUpstream(t, always(invalidAnswer))
 	file := filepath.Join(t.TempDir(), "reviews.db")
 	a, _, _ := replica(t, up, file)
 	b, bs, logs := replica(t, up, file)
 	bs.fail.Store(true)
+	y := &dedupeSync{s: b.srv}
 	id := reviewID(t, a.post("", failBody))
 	for i := 0; i < 3; i++ {
-		r := b.post("", failBody, "Authorization: Bearer client-key-2")
-		reviewID(t, r)
+		if err := y.once(context.Background()); err == nil {
+			t.Fatal("sync read a failing store")
+		} else {
+			b.srv.Reviews.warnLookup(err)
+		}
 	}
-	r := b.post("", failBody)
-	if got := reviewID(t, r); got == id {
+	if got := reviewID(t, b.post("", failBody)); got == id {
 		t.Fatal("served a verdict the store could not give")
 	}
-	if n := strings.Count(logs.String(), "dedupe lookup failed"); n != 1 {
-		t.Fatalf("%d lookup warnings, want 1:\n%s", n, logs.String())
+	if n := strings.Count(logs.String(), "dedupe sync failed"); n != 1 {
+		t.Fatalf("%d sync warnings, want 1:\n%s", n, logs.String())
 	}
 	if strings.Contains(logs.String(), clientKey) {
 		t.Fatal("a client key in the log")
+	}
+	// Back: the next read learns a's verdict (b's own run made another
+	// with a later window, which it keeps; another key shows a's arrives).
+	bs.fail.Store(false)
+	id2 := reviewID(t, a.post("", failBody, "Authorization: Bearer client-key-2"))
+	syncDedupe(t, y)
+	hits := up.Hits()
+	if got := reviewID(t, b.post("", failBody, "Authorization: Bearer client-key-2")); got != id2 || up.Hits() != hits {
+		t.Fatalf("after recovery: review %s (want %s), upstream hits %d", got, id2, up.Hits()-hits)
+	}
+}
+
+// The sync reads what many processes wrote, in batches, whatever their
+// creation order; and the valid path never waits on the store.
+func TestDedupeSyncBatches(t *testing.T) {
+	up := newFakeUpstream(t, always(invalidAnswer))
+	file := filepath.Join(t.TempDir(), "reviews.db")
+	a, as, _ := replica(t, up, file)
+	b, _, _ := replica(t, up, file)
+	answer := a.post("", failBody).Body // a real 422, served again as is
+	now := time.Now()
+	// More than a batch, written straight to the store as other replicas
+	// would, some created before the newest (a slower commit).
+	for i := range dedupeSyncBatch + 50 {
+		k := newDedupeKey(clientKey, "chat", "free", []byte(fmt.Sprint(failBody, i)), "p", "c")
+		it := storetest.NewItem(fmt.Sprint("it", i), "free", now.Add(-time.Duration(i%7)*time.Millisecond))
+		it.Dedupe = &review.Dedupe{Key: k.String(), Until: now.Add(time.Minute), Answer: answer}
+		if _, err := as.Create(context.Background(), it, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	syncDedupe(t, &dedupeSync{s: b.srv})
+	if n, _ := b.srv.DedupeStats(); n != dedupeSyncBatch+51 {
+		t.Fatalf("learned %d windows, want %d", n, dedupeSyncBatch+51)
 	}
 }
 
@@ -172,12 +226,11 @@ func (l *lockedBuf) String() string {
 	return l.buf.String()
 }
 
-// BenchmarkDedupeStoreLookup is what the second-level lookup costs a
-// request that misses the memory: the valid path (which never finds a
-// verdict) with review.store sqlite and dedupe_window 60s, against
-// window 0 (no dedupe at all) and store none (the memory level alone). Handler called directly, one request
-// at a time, so the figure is the per-request CPU and latency the store
-// read adds.
+// BenchmarkDedupeStoreLookup shows the review store costs the valid path
+// nothing for dedupe: review.store sqlite with dedupe_window 60s against
+// window 0 (no dedupe at all) and store none (the memory alone); the
+// store is read by SyncDedupe beside the requests, never by one. Handler
+// called directly, one request at a time.
 //
 //	go test -run '^$' -bench DedupeStoreLookup -count 6 ./proxy/
 func BenchmarkDedupeStoreLookup(b *testing.B) {

@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net/http"
 	"sync/atomic"
@@ -48,7 +47,7 @@ type ReviewQueue struct {
 	open  func(context.Context) (review.Store, error)
 	store atomic.Pointer[review.Store]
 
-	lookupWarned atomic.Int64 // unix ns of the last dedupe lookup warning
+	lookupWarned atomic.Int64 // unix ns of the last dedupe sync warning
 }
 
 // NewReviewQueue returns a queue whose store comes from open; call Run to
@@ -114,45 +113,15 @@ func (q *ReviewQueue) save(ctx context.Context, it *review.Item) bool {
 	return true
 }
 
-// findDedupe asks the store for the 422 of an identical request made
-// within its window on any replica sharing it. A store that is
-// unavailable or slow answers nothing: the request then runs, as it would
-// without a store.
-func (q *ReviewQueue) findDedupe(ctx context.Context, k dedupeKey, now time.Time) (*APIError, time.Time) {
-	st := q.Store()
-	if st == nil {
-		return nil, time.Time{}
-	}
-	fctx, cancel := context.WithTimeout(ctx, dedupeLookupTimeout)
-	defer cancel()
-	id, d, err := st.FindDedupe(fctx, k.String(), now)
-	if err != nil {
-		if !errors.Is(err, review.ErrNotFound) && ctx.Err() == nil {
-			q.warnLookup(err)
-		}
-		return nil, time.Time{}
-	}
-	e, err := parseNeedsReview(d.Answer)
-	if err != nil {
-		q.warnLookup(fmt.Errorf("item %s: dedupe answer: %w", id, err))
-		return nil, time.Time{}
-	}
-	return e, d.Until
-}
-
-// dedupeLookupTimeout bounds the store lookup a request makes before it
-// runs: a store that hangs must not hold every request.
-const dedupeLookupTimeout = 500 * time.Millisecond
-
-// warnLookup logs a failed dedupe lookup at most once a minute: while the
-// store is down every request would log one.
+// warnLookup logs a failed dedupe sync at most once a minute: while the
+// store is down every read would log one.
 func (q *ReviewQueue) warnLookup(err error) {
 	now := time.Now().UnixNano()
 	last := q.lookupWarned.Load()
 	if now-last < int64(time.Minute) || !q.lookupWarned.CompareAndSwap(last, now) {
 		return
 	}
-	q.Log.Warn("review store dedupe lookup failed; identical requests on other replicas run again", "error", err.Error())
+	q.Log.Warn("review store dedupe sync failed; identical requests on other replicas run again until it recovers", "error", err.Error())
 }
 
 // get finds an item in the store, or in the spool while it waits there.

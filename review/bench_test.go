@@ -35,29 +35,34 @@ func BenchmarkSQLiteCreate(b *testing.B) {
 	})
 }
 
-// BenchmarkSQLiteFindDedupe is the dedupe lookup every contract request
-// makes when the proxy's memory misses, against 10000 items with a key:
-// a miss (the common case: the request is not a repeat) and a hit.
-func BenchmarkSQLiteFindDedupe(b *testing.B) {
+// BenchmarkSQLiteRecentDedupe is one poll of the dedupe sync (every
+// process sharing the store runs one every half second) against 10000
+// items with a key: the last half second's 100 items, and an idle poll.
+func BenchmarkSQLiteRecentDedupe(b *testing.B) {
 	s, err := review.OpenSQLite(context.Background(), filepath.Join(b.TempDir(), "reviews.db"))
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer s.Close()
-	now := time.Now()
+	start := time.Now().Add(-time.Hour)
 	for i := 0; i < 10000; i++ {
-		it := storetest.NewItem(fmt.Sprint("r", i), "a", now)
-		it.Dedupe = &review.Dedupe{Key: fmt.Sprintf("%064x", i), Until: now.Add(time.Hour), Answer: []byte(`{"error":{}}`)}
+		it := storetest.NewItem(fmt.Sprint("r", i), "a", start.Add(time.Duration(i)*5*time.Millisecond))
+		it.Dedupe = &review.Dedupe{Key: fmt.Sprintf("%064x", i), Until: start.Add(2 * time.Hour), Answer: []byte(`{"error":{}}`)}
 		if _, err := s.Create(context.Background(), it, false); err != nil {
 			b.Fatal(err)
 		}
 	}
-	for _, c := range []struct{ name, key string }{{"miss", "nope"}, {"hit", fmt.Sprintf("%064x", 5000)}} {
+	end := start.Add(10000 * 5 * time.Millisecond)
+	for _, c := range []struct {
+		name  string
+		since time.Time
+		want  int
+	}{{"100 new", end.Add(-500 * time.Millisecond), 100}, {"idle", end, 0}} {
 		b.Run(c.name, func(b *testing.B) {
 			for i := 0; i < b.N; i++ {
-				_, _, err := s.FindDedupe(context.Background(), c.key, now)
-				if (err == nil) != (c.name == "hit") {
-					b.Fatal(err)
+				recs, err := s.RecentDedupe(context.Background(), c.since, start, 1000)
+				if err != nil || len(recs) != c.want {
+					b.Fatalf("%d records, %v", len(recs), err)
 				}
 			}
 		})

@@ -672,19 +672,31 @@ func (s *Postgres) FinishDelivery(ctx context.Context, id string, done bool, ret
 	return nil
 }
 
-// FindDedupe reads the reviews_dedupe partial index: one row at most.
-func (s *Postgres) FindDedupe(ctx context.Context, key string, now time.Time) (string, *Dedupe, error) {
+// RecentDedupe reads reviews_created from since on; only items with a
+// key carry a window.
+func (s *Postgres) RecentDedupe(ctx context.Context, since, now time.Time, limit int) ([]DedupeRecord, error) {
 	ctx, cancel := s.opCtx(ctx)
 	defer cancel()
-	var id, answer string
-	var until int64
-	err := s.pool.QueryRow(ctx, `SELECT id, dedupe_until_ns, dedupe_answer FROM reviews
-		WHERE dedupe_key = $1 AND dedupe_until_ns > $2 ORDER BY dedupe_until_ns DESC LIMIT 1`, key, now.UnixNano()).Scan(&id, &until, &answer)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return "", nil, ErrNotFound
-	}
+	rows, err := s.pool.Query(ctx, `SELECT id, created_ns, dedupe_key, dedupe_until_ns, dedupe_answer FROM reviews
+		WHERE created_ns >= $1 AND dedupe_key IS NOT NULL AND dedupe_until_ns > $2 ORDER BY created_ns, id LIMIT $3`,
+		since.UnixNano(), now.UnixNano(), limit)
 	if err != nil {
-		return "", nil, fmt.Errorf("review store: dedupe: %w", err)
+		return nil, fmt.Errorf("review store: dedupe: %w", err)
 	}
-	return id, &Dedupe{Key: key, Until: time.Unix(0, until).UTC(), Answer: json.RawMessage(answer)}, nil
+	defer rows.Close()
+	var out []DedupeRecord
+	for rows.Next() {
+		var r DedupeRecord
+		var created, until int64
+		var answer string
+		if err := rows.Scan(&r.ID, &created, &r.Key, &until, &answer); err != nil {
+			return nil, fmt.Errorf("review store: dedupe: %w", err)
+		}
+		r.CreatedAt, r.Until, r.Answer = time.Unix(0, created).UTC(), time.Unix(0, until).UTC(), json.RawMessage(answer)
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("review store: dedupe: %w", err)
+	}
+	return out, nil
 }

@@ -108,7 +108,9 @@ func TestPostgresListPlans(t *testing.T) {
 			[]any{since.Add(-20 * time.Hour).UnixNano()}))
 	})
 	t.Run("dedupe", func(t *testing.T) {
-		check(t, pgExplain(t, s, `SELECT id, dedupe_until_ns, dedupe_answer FROM reviews
-			WHERE dedupe_key = $1 AND dedupe_until_ns > $2 ORDER BY dedupe_until_ns DESC LIMIT 1`, []any{"k", time.Now().UnixNano()}))
+		// The sync's poll: the last half second's items.
+		check(t, pgExplain(t, s, `SELECT id, created_ns, dedupe_key, dedupe_until_ns, dedupe_answer FROM reviews
+			WHERE created_ns >= $1 AND dedupe_key IS NOT NULL AND dedupe_until_ns > $2 ORDER BY created_ns, id LIMIT $3`,
+			[]any{time.Now().Add(-500 * time.Millisecond).UnixNano(), time.Now().UnixNano(), 1000}))
 	})
 }

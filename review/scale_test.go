@@ -123,6 +123,7 @@ func TestSQLiteOtherPlans(t *testing.T) {
 	cases := map[string]query{
 		"pending":   {`SELECT route, count(*) FROM reviews WHERE status = ? GROUP BY route`, []any{"pending"}},
 		"retention": {`SELECT id FROM reviews WHERE status = ? AND COALESCE(resolved_ns, created_ns) < ?`, []any{"approved", since.UnixNano()}},
+		"dedupe-sync": {sqlRecentDedupe, []any{since.UnixNano(), since.UnixNano(), 1000}},
 	}
 	for _, f := range []ExportFilter{
 		{Status: StatusApproved},

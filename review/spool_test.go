@@ -85,8 +85,8 @@ func TestSpoolKeepsDedupe(t *testing.T) {
 	if _, err := sp.Drain(context.Background(), st, false, nil); err != nil {
 		t.Fatal(err)
 	}
-	id, d, err := st.FindDedupe(context.Background(), "k", at)
-	if err != nil || id != "a" || string(d.Answer) != `{"error":{}}` {
-		t.Fatalf("after drain: %q %+v %v", id, d, err)
+	recs, err := st.RecentDedupe(context.Background(), at.Add(-time.Hour), at, 10)
+	if err != nil || len(recs) != 1 || recs[0].ID != "a" || recs[0].Key != "k" || string(recs[0].Answer) != `{"error":{}}` {
+		t.Fatalf("after drain: %+v %v", recs, err)
 	}
 }

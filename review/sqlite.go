@@ -39,7 +39,7 @@ type SQLite struct {
 	w  *sql.DB // the one writer connection: writers queue in Go, not in SQLite's busy handler
 
 	insItem, insRule *sql.Stmt // prepared once: parsing SQL per item costs more than the insert
-	findDedupe       *sql.Stmt // on the readers; asked by every contract request that misses the proxy's memory
+	recentDedupe     *sql.Stmt // on the readers; polled by every process sharing the file
 
 	creates    chan createReq
 	closed     chan struct{}
@@ -95,7 +95,7 @@ func openSQLite(ctx context.Context, file string, every time.Duration) (*SQLite,
 		w.Close()
 		return nil, fmt.Errorf("review store %s: %w", file, err)
 	}
-	findDedupe, err := db.PrepareContext(ctx, sqlFindDedupe)
+	recentDedupe, err := db.PrepareContext(ctx, sqlRecentDedupe)
 	if err != nil {
 		insItem.Close()
 		insRule.Close()
@@ -103,7 +103,7 @@ func openSQLite(ctx context.Context, file string, every time.Duration) (*SQLite,
 		w.Close()
 		return nil, fmt.Errorf("review store %s: %w", file, err)
 	}
-	s := &SQLite{db: db, w: w, insItem: insItem, insRule: insRule, findDedupe: findDedupe, creates: make(chan createReq), closed: make(chan struct{}), writerDone: make(chan struct{}), ckptDone: make(chan struct{})}
+	s := &SQLite{db: db, w: w, insItem: insItem, insRule: insRule, recentDedupe: recentDedupe, creates: make(chan createReq), closed: make(chan struct{}), writerDone: make(chan struct{}), ckptDone: make(chan struct{})}
 	go s.writer()
 	go s.checkpointer(every)
 	return s, nil
@@ -186,7 +186,7 @@ func (s *SQLite) Close() error {
 		close(s.closed)
 		<-s.writerDone
 		<-s.ckptDone
-		err = errors.Join(s.insItem.Close(), s.insRule.Close(), s.findDedupe.Close(), s.db.Close(), s.w.Close())
+		err = errors.Join(s.insItem.Close(), s.insRule.Close(), s.recentDedupe.Close(), s.db.Close(), s.w.Close())
 	})
 	return err
 }
@@ -209,8 +209,8 @@ const (
 	sqlInsertItem = `INSERT INTO reviews (id, status, created_ns, route, prompt_name, prompt_sha,
 		contract_name, contract_sha, key_id, input, request, attempts, dedupe_key, dedupe_until_ns, dedupe_answer)
 		VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT (id) DO NOTHING`
-	sqlFindDedupe = `SELECT id, dedupe_until_ns, dedupe_answer FROM reviews
-		WHERE dedupe_key = ? AND dedupe_until_ns > ? ORDER BY dedupe_until_ns DESC LIMIT 1`
+	sqlRecentDedupe = `SELECT id, created_ns, dedupe_key, dedupe_until_ns, dedupe_answer FROM reviews
+		WHERE created_ns >= ? AND dedupe_key IS NOT NULL AND dedupe_until_ns > ? ORDER BY created_ns, id LIMIT ?`
 	sqlInsertRule = `INSERT INTO review_rules (review_id, rule, created_ns, status, route, contract_name) VALUES (?,?,?,'pending',?,?) ON CONFLICT DO NOTHING`
 )
 
@@ -729,16 +729,24 @@ func (s *SQLite) FinishDelivery(ctx context.Context, id string, done bool, retry
 	return err
 }
 
-// FindDedupe reads the reviews_dedupe index: one row at most.
-func (s *SQLite) FindDedupe(ctx context.Context, key string, now time.Time) (string, *Dedupe, error) {
-	var id, answer string
-	var until int64
-	err := s.findDedupe.QueryRowContext(ctx, key, now.UnixNano()).Scan(&id, &until, &answer)
-	if errors.Is(err, sql.ErrNoRows) {
-		return "", nil, ErrNotFound
-	}
+// RecentDedupe reads reviews_created from since on; only items with a
+// key carry a window.
+func (s *SQLite) RecentDedupe(ctx context.Context, since, now time.Time, limit int) ([]DedupeRecord, error) {
+	rows, err := s.recentDedupe.QueryContext(ctx, since.UnixNano(), now.UnixNano(), limit)
 	if err != nil {
-		return "", nil, err
+		return nil, err
 	}
-	return id, &Dedupe{Key: key, Until: time.Unix(0, until).UTC(), Answer: json.RawMessage(answer)}, nil
+	defer rows.Close()
+	var out []DedupeRecord
+	for rows.Next() {
+		var r DedupeRecord
+		var created, until int64
+		var answer string
+		if err := rows.Scan(&r.ID, &created, &r.Key, &until, &answer); err != nil {
+			return nil, err
+		}
+		r.CreatedAt, r.Until, r.Answer = time.Unix(0, created).UTC(), time.Unix(0, until).UTC(), json.RawMessage(answer)
+		out = append(out, r)
+	}
+	return out, rows.Err()
 }

@@ -3,11 +3,9 @@ package review_test
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -98,7 +96,7 @@ func fileSize(t *testing.T, p string) int64 {
 }
 
 // A file written before the dedupe columns existed opens, keeps its items,
-// and answers FindDedupe through the reviews_dedupe index.
+// and answers RecentDedupe.
 func TestSQLiteMigrateFrom0001(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "reviews.db")
 	db, err := sql.Open("sqlite", "file:"+p)
@@ -115,6 +113,7 @@ func TestSQLiteMigrateFrom0001(t *testing.T) {
 		`INSERT INTO schema_migrations VALUES (1, 0)`,
 		`INSERT INTO reviews (id, status, created_ns, route, prompt_name, prompt_sha, contract_name, contract_sha, key_id, input, request, attempts)
 		 VALUES ('old', 'pending', 1, 'a', 'p', 'aa', 'k', 'bb', '', 'null', 'null', '[]')`,
+		`INSERT INTO review_rules (review_id, rule, created_ns) VALUES ('old', 'required', 1)`,
 	} {
 		if _, err := db.Exec(q); err != nil {
 			t.Fatal(err)
@@ -129,28 +128,13 @@ func TestSQLiteMigrateFrom0001(t *testing.T) {
 	if _, err := s.Get(context.Background(), "old"); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := s.FindDedupe(context.Background(), "k", time.Unix(0, 0)); !errors.Is(err, review.ErrNotFound) {
-		t.Fatal(err)
+	// Migration 0004 copied the item's status, route and contract into its
+	// rule rows, which rule filters now read.
+	items, _, err := s.List(context.Background(), review.Filter{Rule: "required", Status: review.StatusPending, Route: "a", Contract: "k"})
+	if err != nil || len(items) != 1 || items[0].ID != "old" {
+		t.Fatalf("rule filter after migrating: %v %v", items, err)
 	}
-	db, err = sql.Open("sqlite", "file:"+p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	var plan strings.Builder
-	rows, err := db.Query(`EXPLAIN QUERY PLAN SELECT id, dedupe_until_ns, dedupe_answer FROM reviews
-		WHERE dedupe_key = ? AND dedupe_until_ns > ? ORDER BY dedupe_until_ns DESC LIMIT 1`, "k", 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for rows.Next() {
-		var id, parent, notused int
-		var detail string
-		rows.Scan(&id, &parent, &notused, &detail)
-		plan.WriteString(detail + "\n")
-	}
-	rows.Close()
-	if !strings.Contains(plan.String(), "USING INDEX reviews_dedupe") || strings.Contains(plan.String(), "TEMP B-TREE") {
-		t.Fatalf("FindDedupe does not use the index:\n%s", plan.String())
+	if recs, err := s.RecentDedupe(context.Background(), time.Unix(0, 0), time.Unix(0, 0), 10); err != nil || len(recs) != 0 {
+		t.Fatal(recs, err)
 	}
 }

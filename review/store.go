@@ -45,14 +45,14 @@ type Store interface {
 	ClaimDeliveries(ctx context.Context, now time.Time, limit int, lease time.Duration) ([]Delivery, error)
 	// FinishDelivery deletes a delivery (done) or schedules its next try.
 	FinishDelivery(ctx context.Context, id string, done bool, retryAt time.Time) error
-	// FindDedupe returns the id and Dedupe of the item created with
-	// Dedupe.Key == key whose window is still open at now (Until after
-	// now), the latest Until first; ErrNotFound when there is none. Items
-	// answer whatever their status: the window is short and the client
-	// learns the status from GET /v1/reviews/{id}. It must be an indexed
-	// lookup: the proxy asks on every contract request that misses its
-	// in-memory cache.
-	FindDedupe(ctx context.Context, key string, now time.Time) (id string, d *Dedupe, err error)
+	// RecentDedupe returns the dedupe windows of items created at or after
+	// since that are still open at now (Until after now), oldest first
+	// (created, then id), at most limit. Items answer whatever their
+	// status: the window is short and the client learns the status from
+	// GET /v1/reviews/{id}. Every process sharing the store polls it to
+	// learn the others' needs_review verdicts, so no request waits on the
+	// store for them; it must be an indexed range read.
+	RecentDedupe(ctx context.Context, since, now time.Time, limit int) ([]DedupeRecord, error)
 	Close() error
 }
 
@@ -67,6 +67,13 @@ type Dedupe struct {
 	Until time.Time `json:"until"`
 	// Answer is the 422 body the client was given, served again as is.
 	Answer json.RawMessage `json:"answer"`
+}
+
+// DedupeRecord is an open dedupe window with the item it belongs to.
+type DedupeRecord struct {
+	ID        string
+	CreatedAt time.Time
+	Dedupe
 }
 
 // Filter selects items for List. Empty strings match everything.

@@ -269,6 +269,8 @@ func serve(ctx context.Context, path string, rt *config.Runtime, logger *slog.Lo
 		var qwg sync.WaitGroup
 		qwg.Add(1)
 		go func() { defer qwg.Done(); queue.Run(qctx) }()
+		qwg.Add(1)
+		go func() { defer qwg.Done(); srv.SyncDedupe(qctx, proxy.DedupeSyncEvery) }()
 		if wh := rt.Review.Webhook; wh != nil {
 			qwg.Add(1)
 			hook := &proxy.Webhook{URL: wh.URL, Secret: []byte(os.Getenv(wh.SecretEnv))}

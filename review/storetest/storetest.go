@@ -413,22 +413,37 @@ var behaviours = []struct {
 			t.Fatalf("after retry: %+v", later)
 		}
 	}},
-	{"dedupe: found by key while its window is open, never by another key or after it", func(t *testing.T, s review.Store) {
+	{"dedupe: recent open windows, oldest first, from since on, never after they end", func(t *testing.T, s review.Store) {
 		it := NewItem("r1", "a", base)
 		until := base.Add(time.Minute)
 		it.Dedupe = &review.Dedupe{Key: "k1", Until: until, Answer: json.RawMessage(`{"error":{"code":"contract_violation"}}`)}
-		create(t, s, it, NewItem("plain", "a", base))
-		id, d, err := s.FindDedupe(ctx(), "k1", base.Add(59*time.Second))
+		later := NewItem("r2", "a", base.Add(time.Second))
+		later.Dedupe = &review.Dedupe{Key: "k2", Until: base.Add(time.Hour), Answer: json.RawMessage(`{"n":2}`)}
+		create(t, s, later, NewItem("plain", "a", base), it)
+		recs, err := s.RecentDedupe(ctx(), base, base.Add(59*time.Second), 10)
 		must(t, err)
-		eq(t, "id", id, "r1")
-		eq(t, "dedupe", d, it.Dedupe)
+		eq(t, "records", recs, []review.DedupeRecord{
+			{ID: "r1", CreatedAt: base, Dedupe: *it.Dedupe},
+			{ID: "r2", CreatedAt: base.Add(time.Second), Dedupe: *later.Dedupe},
+		})
 		for _, c := range []struct {
-			key string
-			now time.Time
-		}{{"k1", until}, {"k1", until.Add(time.Hour)}, {"k2", base}, {"", base}} {
-			if _, _, err := s.FindDedupe(ctx(), c.key, c.now); !errors.Is(err, review.ErrNotFound) {
-				t.Fatalf("key %q at %v: %v", c.key, c.now, err)
+			since, now time.Time
+			limit      int
+			want       []string
+		}{
+			{base, until, 10, []string{"r2"}},                 // r1's window ended
+			{base.Add(time.Second), base, 10, []string{"r2"}}, // since bounds creation
+			{base.Add(2 * time.Second), base, 10, []string{}}, // nothing newer
+			{base, base, 1, []string{"r1"}},                   // limit, oldest first
+			{base.Add(-time.Hour), base.Add(2 * time.Hour), 10, []string{}},
+		} {
+			recs, err := s.RecentDedupe(ctx(), c.since, c.now, c.limit)
+			must(t, err)
+			got := []string{}
+			for _, r := range recs {
+				got = append(got, r.ID)
 			}
+			eq(t, fmt.Sprintf("since %v now %v limit %d", c.since, c.now, c.limit), got, c.want)
 		}
 		got, err := s.Get(ctx(), "r1")
 		must(t, err)
@@ -436,27 +451,20 @@ var behaviours = []struct {
 			t.Fatal("Get returns the dedupe answer: it is no part of the item")
 		}
 	}},
-	{"dedupe: the latest window wins; resolution does not end it; retention does", func(t *testing.T, s review.Store) {
-		old := NewItem("old", "a", base)
-		old.Dedupe = &review.Dedupe{Key: "k", Until: base.Add(time.Minute), Answer: json.RawMessage(`{"n":1}`)}
-		nw := NewItem("new", "a", base.Add(30*time.Second))
-		nw.Dedupe = &review.Dedupe{Key: "k", Until: base.Add(90 * time.Second), Answer: json.RawMessage(`{"n":2}`)}
-		create(t, s, old, nw)
-		id, d, err := s.FindDedupe(ctx(), "k", base.Add(40*time.Second))
+	{"dedupe: resolution does not end a window; retention does", func(t *testing.T, s review.Store) {
+		it := NewItem("r1", "a", base)
+		it.Dedupe = &review.Dedupe{Key: "k", Until: base.Add(90 * time.Second), Answer: json.RawMessage(`{"n":1}`)}
+		create(t, s, it)
+		_, err := s.Resolve(ctx(), "r1", approve(base.Add(time.Second)))
 		must(t, err)
-		if id != "new" || string(d.Answer) != `{"n":2}` {
-			t.Fatalf("got %s %s", id, d.Answer)
-		}
-		_, err = s.Resolve(ctx(), "new", approve(base.Add(41*time.Second)))
+		recs, err := s.RecentDedupe(ctx(), base, base.Add(2*time.Second), 10)
 		must(t, err)
-		id, _, err = s.FindDedupe(ctx(), "k", base.Add(42*time.Second))
-		must(t, err)
-		eq(t, "after resolve", id, "new")
+		eq(t, "after resolve", len(recs), 1)
 		_, err = s.DeleteResolvedBefore(ctx(), base.Add(time.Hour))
 		must(t, err)
-		id, _, err = s.FindDedupe(ctx(), "k", base.Add(43*time.Second))
+		recs, err = s.RecentDedupe(ctx(), base, base.Add(3*time.Second), 10)
 		must(t, err)
-		eq(t, "after retention", id, "old")
+		eq(t, "after retention", len(recs), 0)
 	}},
 	{"dedupe: a repeated create of the id keeps the first answer", func(t *testing.T, s review.Store) {
 		it := NewItem("r1", "a", base)
@@ -469,12 +477,11 @@ var behaviours = []struct {
 		if ok {
 			t.Fatal("second create reported created")
 		}
-		if _, _, err := s.FindDedupe(ctx(), "k2", base); !errors.Is(err, review.ErrNotFound) {
-			t.Fatalf("k2: %v", err)
-		}
-		_, d, err := s.FindDedupe(ctx(), "k", base)
+		recs, err := s.RecentDedupe(ctx(), base, base, 10)
 		must(t, err)
-		eq(t, "answer", string(d.Answer), `{"n":1}`)
+		if len(recs) != 1 || recs[0].Key != "k" || string(recs[0].Answer) != `{"n":1}` {
+			t.Fatalf("%+v", recs)
+		}
 	}},
 	{"no webhook rows without webhook", func(t *testing.T, s review.Store) {
 		create(t, s, NewItem("r1", "a", base))
