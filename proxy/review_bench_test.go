@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"slices"
 	"strings"
 	"sync"
@@ -22,7 +23,9 @@ import (
 // BenchmarkReviewPath measures what storing a needs_review item costs: the
 // same requests with review.store sqlite, postgres and none, at concurrency 16
 // (SetParallelism(8) on 2 cores), reporting p50/p99 per request. The valid
-// path is measured too: it must not touch the store at all.
+// path is measured too: it must not touch the store at all. Every request
+// body is distinct, so review.dedupe_window (on, as by default) answers
+// none of them from memory.
 //
 //	go test -run '^$' -bench ReviewPath -count 5 ./proxy/
 func BenchmarkReviewPath(b *testing.B) {
@@ -100,7 +103,7 @@ func benchReview(b *testing.B, path, store string, rate int) {
 	const clients = 16
 	// Paced: request i of the run is due at begin + i/rate, taken in order
 	// by whichever client is free (a shared ticket counter).
-	var ticket atomic.Int64
+	var ticket, seq atomic.Int64
 	interval := time.Duration(0)
 	if rate > 0 {
 		interval = time.Second / time.Duration(rate)
@@ -116,7 +119,10 @@ func benchReview(b *testing.B, path, store string, rate int) {
 				start = begin.Add(time.Duration(ticket.Add(1)-1) * interval)
 				time.Sleep(time.Until(start))
 			}
-			resp, err := client.Post(front.URL+"/v1/chat/completions", "application/json", strings.NewReader(classifyReq))
+			// Distinct bodies: with review.dedupe_window on (the default)
+			// a repeated body would be answered from memory, not stored.
+			body := classifyReq[:len(classifyReq)-1] + `,"user":"bench-` + strconv.FormatInt(seq.Add(1), 10) + `"}`
+			resp, err := client.Post(front.URL+"/v1/chat/completions", "application/json", strings.NewReader(body))
 			if err != nil {
 				b.Error(err)
 				return
