@@ -94,6 +94,12 @@ func cmdReplay(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		if rt.Review.Store == "none" {
 			return usageErr("review.store is none in %s: there are no stored reviews", path)
 		}
+		if rt.Review.Store == "sqlite" {
+			// Opening would create an empty store; replaying it is a mistake.
+			if _, err := os.Stat(rt.Review.Path); err != nil {
+				return usageErr("review store %s: %v", rt.Review.Path, cleanErr(err))
+			}
+		}
 		open, err := storeOpener(rt.Review, nil)
 		if err != nil {
 			return usageErr("%v", err)

@@ -9,6 +9,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/contractd/contractd/contracts"
+	"github.com/contractd/contractd/review"
 )
 
 func runCmd(t *testing.T, args ...string) (int, string, string) {
@@ -91,6 +94,7 @@ func TestReplayUsage(t *testing.T) {
 		{"missing audit", []string{"-c", cfg, "--audit", filepath.Join(dir, "none.jsonl")}, "none.jsonl: no such file"},
 		{"invalid config", []string{"-c", bad, "--audit", approved}, "does not validate"},
 		{"no store", []string{"-c", writeTemp(t, dir, "nostore.yaml", "review: {store: none}\ncontracts:\n  - {name: k, schema: {type: object}}\n"), "--reviews"}, "review.store is none"},
+		{"missing sqlite store", []string{"-c", writeTemp(t, dir, "sq.yaml", "review: {store: sqlite, path: missing.db}\ncontracts:\n  - {name: k, schema: {type: object}}\n"), "--reviews"}, "missing.db: no such file or directory"},
 		{"live without key", []string{"-c", cfg, "--audit", approved, "--live"}, "OPENAI_API_KEY (api_key_env) is not set"},
 		{"bad concurrency", []string{"-c", cfg, "--audit", approved, "--live", "--concurrency", "0"}, "--concurrency must be at least 1"},
 	} {
@@ -139,5 +143,44 @@ func TestParseSince(t *testing.T) {
 		if _, err := parseSince(in, now); err == nil {
 			t.Errorf("%q: no error", in)
 		}
+	}
+}
+
+// TestReplayReviewsStore: --reviews opens the config's store (the same
+// opener serve uses) and judges its approved outputs.
+func TestReplayReviewsStore(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	st, err := review.OpenSQLite(ctx, filepath.Join(dir, "reviews.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	it := &review.Item{ID: "req_1", Status: review.StatusPending, CreatedAt: time.Now().UTC(), Route: "r",
+		Input: json.RawMessage(`"hello"`), Request: json.RawMessage(`{"model":"r","messages":[{"role":"user","content":"hello"}]}`),
+		Attempts: []review.Attempt{{Attempt: 1, Output: `{"a":"toolong"}`, OutputSHA256: "x", Violations: []contracts.Violation{{Kind: "schema", Rule: "x"}}}}}
+	if _, err := st.Create(ctx, it, false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Resolve(ctx, "req_1", review.Resolve{Status: review.StatusApproved, At: time.Now().UTC(),
+		Resolution: review.Resolution{By: review.ByReviewer, Reviewer: "ann", Output: json.RawMessage(`{"a":"toolong"}`)}}); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	cfg := func(maxLen string) string {
+		return writeTemp(t, dir, "c"+maxLen+".yaml", `review: {store: sqlite, path: reviews.db}
+upstreams: [{name: up, base_url: "http://127.0.0.1:9/v1"}]
+prompts: [{name: p, system: "Answer in JSON."}]
+contracts:
+  - {name: k, schema: {type: object, required: [a], properties: {a: {type: string, maxLength: `+maxLen+`}}}}
+routes: [{name: r, upstream: up, model: m, prompt: p, contract: k, temperature: 0}]
+`)
+	}
+	code, out, errb := runCmd(t, "replay", "-c", cfg("100"), "--reviews")
+	if code != 0 || !strings.Contains(out, "req_1#1 r invalid -> valid") {
+		t.Fatalf("exit %d\n%s%s", code, out, errb)
+	}
+	code, out, errb = runCmd(t, "replay", "-c", cfg("3"), "--reviews", "--route", "r", "--since", "1h")
+	if code != 1 || !strings.Contains(out, "req_1#approved r approved -> invalid: maxLength at /a") {
+		t.Fatalf("exit %d\n%s%s", code, out, errb)
 	}
 }
