@@ -56,34 +56,37 @@ func (p Path) HasWildcard() bool { return slices.Contains(p.wild, true) }
 // Order is deterministic (array index order, object keys in byte order) so
 // evidence lists and messages come out the same for the same output.
 func (p Path) Walk(v any, fn func(ptr string, v any)) {
-	p.walk(v, 0, "", fn)
+	// The pointer is built in one buffer and copied into a string only
+	// for a value that matches, not at every level of the walk.
+	var buf [128]byte
+	p.walk(v, 0, buf[:0], fn)
 }
 
-func (p Path) walk(v any, i int, ptr string, fn func(string, any)) {
+func (p Path) walk(v any, i int, ptr []byte, fn func(string, any)) {
 	if i == len(p.tokens) {
-		fn(ptr, v)
+		fn(string(ptr), v)
 		return
 	}
 	switch x := v.(type) {
 	case map[string]any:
 		if p.wild[i] {
 			for _, k := range slices.Sorted(maps.Keys(x)) {
-				p.walk(x[k], i+1, ptr+"/"+contracts.EscapePointerToken(k), fn)
+				p.walk(x[k], i+1, append(append(ptr, '/'), contracts.EscapePointerToken(k)...), fn)
 			}
 			return
 		}
 		if c, ok := x[p.tokens[i]]; ok {
-			p.walk(c, i+1, ptr+"/"+p.esc[i], fn)
+			p.walk(c, i+1, append(append(ptr, '/'), p.esc[i]...), fn)
 		}
 	case []any:
 		if p.wild[i] {
 			for n, c := range x {
-				p.walk(c, i+1, ptr+"/"+strconv.Itoa(n), fn)
+				p.walk(c, i+1, strconv.AppendInt(append(ptr, '/'), int64(n), 10), fn)
 			}
 			return
 		}
 		if n, ok := arrayIndex(p.tokens[i]); ok && n < len(x) {
-			p.walk(x[n], i+1, ptr+"/"+p.esc[i], fn)
+			p.walk(x[n], i+1, append(append(ptr, '/'), p.esc[i]...), fn)
 		}
 	}
 }
