@@ -115,7 +115,7 @@ func TestLiveConcurrencyAndBudget(t *testing.T) {
 func TestLiveInterrupt(t *testing.T) {
 	checkNoLeak(t)
 	var hang atomic.Bool
-	var hanging atomic.Int64
+	var hanging, answered atomic.Int64
 	var up *testkit.Upstream
 	up = testkit.NewUpstream(t, func(w http.ResponseWriter, r *http.Request, c *testkit.Call) {
 		if hang.Load() && strings.Contains(string(c.Body), "marker LONG") {
@@ -123,6 +123,7 @@ func TestLiveInterrupt(t *testing.T) {
 			up.Hang(r)
 			return
 		}
+		answered.Add(1)
 		testkit.Reply(w, 200, testkit.Completion{ID: "c", Model: "m", Content: outputs["SHORT"]}.JSON())
 	})
 	dir := t.TempDir()
@@ -132,6 +133,7 @@ func TestLiveInterrupt(t *testing.T) {
 		markers = append(markers, "SHORT")
 	}
 	a := writeFile(t, dir, "audit.jsonl", serveAudit(t, rt, markers...))
+	answered.Store(0) // serveAudit's own calls are not the replay's
 	hang.Store(true)
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() {
@@ -148,7 +150,11 @@ func TestLiveInterrupt(t *testing.T) {
 	if time.Since(start) > 5*time.Second {
 		t.Fatalf("took %v to stop", time.Since(start))
 	}
-	if !s.Stopped || s.Interrupted != 2 || s.Total.Items != 2 || s.Total.StillValid != 2 {
+	// Workers take lines in parallel, so a LONG can take a slot before the
+	// second SHORT is sent; that SHORT is then never sent. Whatever the
+	// order, the summary counts exactly the requests that were answered.
+	n := int(answered.Load())
+	if !s.Stopped || s.Interrupted != 2 || n < 1 || n > 2 || s.Total.Items != n || s.Total.StillValid != n {
 		t.Fatalf("summary %+v\n%s%s", s, out, errb)
 	}
 	if !strings.Contains(out, "live replay: no regression") || !strings.Contains(errb, "interrupted; the summary covers what ran (2 request(s) stopped in flight)") {
