@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"hash/maphash"
 	"regexp"
 	"strconv"
 	"strings"
@@ -36,7 +37,9 @@ type Prepared struct {
 	Stream       bool
 	IncludeUsage bool
 	counter      retry.Counter
-	first        []byte // attempt 1's messages JSON, to tell "shortened"
+	// first hashes attempt 1's messages JSON, to tell "shortened": keeping
+	// the bytes would hold a copy of a large body through every call.
+	first uint64
 }
 
 // unsupported are request fields a contract route cannot honour.
@@ -348,10 +351,10 @@ func (p *Prepared) Build(a retry.Attempt) (*attemptBody, *APIError) {
 		// only budgets need it (shortening counts what it cuts itself).
 		ab.InputTokens = retry.CountMessages(p.counter, texts)
 	}
-	if p.first == nil {
-		p.first = msgs.Bytes() // msgs is not written again
+	if h := maphash.Bytes(firstSeed, msgs.Bytes()) | 1; p.first == 0 {
+		p.first = h
 	} else {
-		ab.Shortened = !bytes.Equal(p.first, msgs.Bytes())
+		ab.Shortened = p.first != h
 	}
 	ab.Body = p.body.apply(p.edits(msgs.Bytes(), a.Temperature))
 	return ab, nil
@@ -430,6 +433,9 @@ func (p *Prepared) edits(messages []byte, temp float64) []edit {
 	}
 	return es
 }
+
+// firstSeed hashes attempt 1's messages (Prepared.first).
+var firstSeed = maphash.MakeSeed()
 
 var schemaNameRE = regexp.MustCompile(`[^A-Za-z0-9_-]`)
 
