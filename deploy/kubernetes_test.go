@@ -395,4 +395,3 @@ func keys(m map[string]string) []string {
 	}
 	return out
 }
-

@@ -3,8 +3,8 @@ package proxy
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"

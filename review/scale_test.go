@@ -121,8 +121,8 @@ func TestSQLiteOtherPlans(t *testing.T) {
 		args []any
 	}
 	cases := map[string]query{
-		"pending":   {`SELECT route, count(*) FROM reviews WHERE status = ? GROUP BY route`, []any{"pending"}},
-		"retention": {`SELECT id FROM reviews WHERE status = ? AND COALESCE(resolved_ns, created_ns) < ?`, []any{"approved", since.UnixNano()}},
+		"pending":     {`SELECT route, count(*) FROM reviews WHERE status = ? GROUP BY route`, []any{"pending"}},
+		"retention":   {`SELECT id FROM reviews WHERE status = ? AND COALESCE(resolved_ns, created_ns) < ?`, []any{"approved", since.UnixNano()}},
 		"dedupe-sync": {sqlRecentDedupe, []any{since.UnixNano(), since.UnixNano(), 1000}},
 	}
 	for _, f := range []ExportFilter{
