@@ -68,8 +68,19 @@ func newRedisStore(url string, timeout time.Duration) *redisStore {
 	opt.MaxRetries = -1
 	opt.DialerRetries = 1
 	opt.DisableIdentity = true
-	return &redisStore{c: redis.NewClient(opt), to: timeout}
+	c := redis.NewClient(opt)
+	// Dial once and load the script now, waiting at most warmUp: the first
+	// request would otherwise pay the dial and the script upload inside its
+	// own short timeout and, on a busy machine, fail open. A Redis that is
+	// down costs this wait once, at start or when the URL changes.
+	ctx, cancel := context.WithTimeout(context.Background(), redisWarmUp)
+	_ = gcraScript.Load(ctx, c).Err()
+	cancel()
+	return &redisStore{c: c, to: timeout}
 }
+
+// redisWarmUp bounds newRedisStore's first connection and script load.
+const redisWarmUp = time.Second
 
 func (r *redisStore) take(ctx context.Context, client string, rl *config.RateLimit) (time.Duration, error) {
 	if r.err != nil {
