@@ -45,7 +45,7 @@ func syncDedupe(t *testing.T, y *dedupeSync) {
 
 // replica is one Server with its own store handle on a shared file, as two
 // processes sharing a review store are.
-func replica(t *testing.T, up *fakeUpstream, file string) (*harness, *lookupFaultStore, *lockedBuf) {
+func replica(t *testing.T, up *fakeUpstream, file string) (*harness, *lookupFaultStore, *testkit.SyncBuffer) {
 	t.Helper()
 	h := newHarnessOn(t, up, cfg{})
 	st, err := review.OpenSQLite(context.Background(), file)
@@ -54,7 +54,7 @@ func replica(t *testing.T, up *fakeUpstream, file string) (*harness, *lookupFaul
 	}
 	fs := &lookupFaultStore{Store: st}
 	t.Cleanup(func() { st.Close() })
-	logs := &lockedBuf{}
+	logs := &testkit.SyncBuffer{}
 	log := slog.New(slog.NewJSONHandler(logs, nil))
 	h.srv.Reviews = NewReviewQueue(context.Background(), func(context.Context) (review.Store, error) { return fs, nil },
 		filepath.Join(filepath.Dir(file), "review-spool.jsonl"), log)
@@ -206,24 +206,6 @@ func TestDedupeSyncBatches(t *testing.T) {
 	if n, _ := b.srv.DedupeStats(); n != dedupeSyncBatch+51 {
 		t.Fatalf("learned %d windows, want %d", n, dedupeSyncBatch+51)
 	}
-}
-
-// lockedBuf is a log destination tests can read while handlers write.
-type lockedBuf struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *lockedBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *lockedBuf) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
 }
 
 // BenchmarkDedupeStoreLookup shows the review store costs the valid path

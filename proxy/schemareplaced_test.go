@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+
+	"github.com/contractd/contractd/internal/testkit"
 )
 
 // answer_v1, the "free" route's contract schema, as the config spells it.
@@ -106,7 +108,7 @@ func TestSchemaReplacedSendsTheRoutes(t *testing.T) {
 // and the set it is kept in is bounded.
 func TestSchemaReplacedWarnsOnce(t *testing.T) {
 	h := newHarness(t, always(validAnswer), cfg{})
-	logs := &lockedBuf{}
+	logs := &testkit.SyncBuffer{}
 	h.srv.Logger = slog.New(slog.NewJSONHandler(logs, nil))
 	a := clientJSONSchema(`{"type":"object","properties":{"a":{"type":"string"}}}`)
 	b := clientJSONSchema(`{"type":"object","properties":{"b":{"type":"string"}}}`)

@@ -2,7 +2,6 @@ package testkit
 
 import (
 	"bufio"
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -59,7 +58,7 @@ type Redis struct {
 	Port int
 	cmd  *exec.Cmd
 	in   io.WriteCloser
-	errb *lockedWriter
+	errb *SyncBuffer
 }
 
 // StartRedis starts a redis-server of the test's own through
@@ -92,7 +91,7 @@ func startRedis(port int) (*Redis, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &Redis{cmd: cmd, in: in, errb: &lockedWriter{}}
+	r := &Redis{cmd: cmd, in: in, errb: &SyncBuffer{}}
 	cmd.Stderr = r.errb
 	if err := cmd.Start(); err != nil {
 		return nil, err
@@ -156,22 +155,4 @@ func repoFile(rel string) (string, error) {
 		}
 		dir = parent
 	}
-}
-
-// lockedWriter collects the script's stderr for error messages.
-type lockedWriter struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedWriter) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
