@@ -18,7 +18,8 @@ import (
 	"sync"
 	"time"
 
-	_ "modernc.org/sqlite" // pure Go, no cgo
+	"modernc.org/sqlite" // pure Go, no cgo
+	sqlite3 "modernc.org/sqlite/lib"
 )
 
 //go:embed migrations/sqlite/*.sql
@@ -72,7 +73,7 @@ func openSQLite(ctx context.Context, file string, every time.Duration) (*SQLite,
 	}
 	w.SetMaxOpenConns(1)
 	w.SetMaxIdleConns(1)
-	if err := migrate(ctx, w, sqliteMigrations, "migrations/sqlite"); err != nil {
+	if err := migrateRetrying(ctx, w); err != nil {
 		w.Close()
 		return nil, fmt.Errorf("review store %s: %w", file, err)
 	}
@@ -131,6 +132,31 @@ func (s *SQLite) checkpointer(every time.Duration) {
 		}
 	}
 }
+
+// migrateRetrying runs the migrations, trying again while SQLite answers
+// SQLITE_BUSY. Processes opening one file at the same moment (replicas on
+// one host, a restart overlapping the old process) meet locks that SQLite
+// reports at once rather than through its busy handler, such as another
+// connection switching the file to WAL or reading the schema it changes.
+func migrateRetrying(ctx context.Context, w *sql.DB) error {
+	deadline := time.Now().Add(migrateBusyFor)
+	for wait := 10 * time.Millisecond; ; wait = min(2*wait, 500*time.Millisecond) {
+		err := migrate(ctx, w, sqliteMigrations, "migrations/sqlite")
+		var se *sqlite.Error
+		if err == nil || !errors.As(err, &se) || se.Code()&0xff != sqlite3.SQLITE_BUSY || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(wait):
+		}
+	}
+}
+
+// migrateBusyFor bounds how long opening waits for another process's
+// migrations.
+const migrateBusyFor = 30 * time.Second
 
 // migrate applies the embedded migrations not yet recorded, each in its own
 // transaction with the version row, so a second process starting at the
