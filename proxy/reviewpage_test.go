@@ -451,8 +451,12 @@ func TestReviewPageWrongAdminKey(t *testing.T) {
 		b.do(chromedp.Navigate("about:blank"))
 		b.open(ps.ts.URL, key)
 		if key == "" {
-			b.do(chromedp.Evaluate[chromedp.Void](`sessionStorage.clear(); location.reload()`))
-			b.do(chromedp.WaitReady(chromedp.CSS("#items")))
+			// Forget the key the first round stored, then load the page
+			// again with a navigation chromedp waits for (a reload from
+			// script raced the next evaluation into a destroyed context).
+			b.do(chromedp.Evaluate[chromedp.Void](`sessionStorage.clear()`))
+			b.do(chromedp.Navigate("about:blank"))
+			b.open(ps.ts.URL, "")
 		}
 		b.until(`!document.getElementById("error").hidden`)
 		msg := evalJS[string](b, `document.getElementById("error").textContent`)
