@@ -47,12 +47,18 @@ func TestReloadUnderLoad(t *testing.T) {
 		`{"model":"c","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"hi"}]}`}
 	var wg sync.WaitGroup
 	var sent, failed atomic.Int64
-	deadline := time.Now().Add(1500 * time.Millisecond)
+	// At least 1.5 s, and on until 50 reloads and 50 requests have happened
+	// (a loaded machine needs longer), but never past 20 s.
+	deadline, hardStop := time.Now().Add(1500*time.Millisecond), time.Now().Add(20*time.Second)
+	more := func() bool {
+		now := time.Now()
+		return now.Before(deadline) || (now.Before(hardStop) && (swaps.Load() < 50 || sent.Load() < 50))
+	}
 	for w := 0; w < 8; w++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for i := w; time.Now().Before(deadline); i++ {
+			for i := w; more(); i++ {
 				body := bodies[i%len(bodies)]
 				r := e.post(context.Background(), body)
 				sent.Add(1)
