@@ -385,12 +385,7 @@ func (s *Postgres) List(ctx context.Context, f Filter) ([]*Item, string, error) 
 	if err := rows.Err(); err != nil {
 		return nil, "", fmt.Errorf("review store: list: %w", err)
 	}
-	next := ""
-	if len(items) > f.Limit {
-		items = items[:f.Limit]
-		last := items[len(items)-1]
-		next = encodeCursor(last.CreatedAt.UnixNano(), last.ID)
-	}
+	items, next := onePage(items, f.Limit)
 	return items, next, nil
 }
 

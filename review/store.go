@@ -170,3 +170,14 @@ func CheckFilter(f *Filter) error {
 	}
 	return nil
 }
+
+// onePage trims a List read of limit+1 rows to limit, and gives the cursor
+// of the next page when there was more.
+func onePage(items []*Item, limit int) ([]*Item, string) {
+	if len(items) <= limit {
+		return items, ""
+	}
+	items = items[:limit]
+	last := items[len(items)-1]
+	return items, encodeCursor(last.CreatedAt.UnixNano(), last.ID)
+}
