@@ -65,34 +65,53 @@ type objDecoder struct {
 	buf   bytes.Buffer
 	dec   jsontext.Decoder
 	stack []decodeFrame
-	vals  []any
+	vals  []any    // the elements of open arrays, innermost last
+	mems  []openMember // the members of open objects not yet in a map
 	arena []byte
-	size  int // of the input, to size arena chunks
+	slab  []string // boxed strings and numbers (see box)
+	size  int      // of the input, to size arena and slab chunks
 }
 
-// decodeFrame is one open container. obj is non-nil for objects, whose member name
-// waits in name (named set) until its value is complete. An array's n
+// openMember is one member of an open object, kept until the object closes so
+// its map is made once at its final size.
+type openMember struct {
+	name string
+	val  any
+}
+
+// decodeFrame is one open container. An object's members wait in the
+// decoder's mems from start (n so far), its current member's name in name
+// (named set) until its value is complete; past smallObject members they
+// move to obj, whose inserts then find repeated names. An array's n
 // elements so far sit in the decoder's vals from start, so that each array
 // is allocated once, at its exact size.
 type decodeFrame struct {
+	isObj    bool
 	obj      map[string]any
 	start, n int
 	name     string
 	named    bool
 }
 
+// smallObject is the member count up to which repeated names are found by
+// comparing with the members so far, and the map is made only when the
+// object closes; larger objects are built in their map as they are read.
+const smallObject = 16
+
 // run is an explicit-stack token loop, so depth costs heap, not goroutine
 // stack, and the depth check comes before a container is entered.
 func (d *objDecoder) run(base, maxDepth int) (any, *Violation) {
 	st := d.stack[:0]
-	d.arena = nil
+	d.arena, d.slab = nil, nil
 	defer func() {
-		// Popped frames linger past len(st); vals is cleared as it shrinks.
+		// Popped frames linger past len(st); vals and mems are cleared as
+		// they shrink.
 		clear(st[:cap(st)])
 		clear(d.vals)
-		d.stack, d.vals, d.arena = st[:0], d.vals[:0], nil
-		if cap(st) > 1024 || cap(d.vals) > 1<<16 { // not worth pooling
-			d.stack, d.vals = nil, nil
+		clear(d.mems)
+		d.stack, d.vals, d.mems, d.arena, d.slab = st[:0], d.vals[:0], d.mems[:0], nil, nil
+		if cap(st) > 1024 || cap(d.vals) > 1<<16 || cap(d.mems) > 1<<16 { // not worth pooling
+			d.stack, d.vals, d.mems = nil, nil, nil
 		}
 	}()
 	for {
@@ -106,17 +125,17 @@ func (d *objDecoder) run(base, maxDepth int) (any, *Violation) {
 				return nil, syntaxViolation(err, base)
 			}
 			if k == '0' {
-				v = json.Number(d.str(raw, false))
+				v = d.box(d.str(raw, false), numberType)
 				break
 			}
 			s := d.str(raw, true)
 			// jsontext enforces that names and values alternate, so in an
 			// object without a pending name a string is the next name.
-			if top := len(st) - 1; top >= 0 && st[top].obj != nil && !st[top].named {
+			if top := len(st) - 1; top >= 0 && st[top].isObj && !st[top].named {
 				st[top].name, st[top].named = s, true
 				continue
 			}
-			v = s
+			v = d.box(s, stringType)
 		default:
 			tok, err := d.dec.ReadToken()
 			if err != nil {
@@ -128,13 +147,13 @@ func (d *objDecoder) run(base, maxDepth int) (any, *Violation) {
 					return nil, parseViolation(RuleTooDeep, fmt.Sprintf("nesting deeper than %d levels at %s", maxDepth, framesPointer(st)))
 				}
 				if tok.Kind() == '{' {
-					st = append(st, decodeFrame{obj: map[string]any{}})
+					st = append(st, decodeFrame{isObj: true, start: len(d.mems)})
 				} else {
 					st = append(st, decodeFrame{start: len(d.vals)})
 				}
 				continue
 			case '}':
-				v = st[len(st)-1].obj
+				v = d.closeObject(&st[len(st)-1])
 				st = st[:len(st)-1]
 			case ']':
 				f := st[len(st)-1]
@@ -154,20 +173,62 @@ func (d *objDecoder) run(base, maxDepth int) (any, *Violation) {
 			return v, nil
 		}
 		top := &st[len(st)-1]
-		if top.obj == nil {
+		if !top.isObj {
 			d.vals = append(d.vals, v)
 			top.n++
 			continue
 		}
 		top.named = false
-		// One hash operation both inserts and detects a repeated name.
-		n := len(top.obj)
-		top.obj[top.name] = v
-		if len(top.obj) == n {
+		if !d.addMember(top, v) {
 			ptr := framesPointer(st[:len(st)-1]) + "/" + EscapePointerToken(top.name)
 			return nil, parseViolation(RuleDuplicateKey, fmt.Sprintf("duplicate key %s at %s", strconv.Quote(top.name), ptr))
 		}
 	}
+}
+
+// addMember adds the member named f.name to the open object f, reporting
+// false when the name is already there.
+func (d *objDecoder) addMember(f *decodeFrame, v any) bool {
+	if f.obj != nil {
+		// One hash operation both inserts and detects a repeated name.
+		n := len(f.obj)
+		f.obj[f.name] = v
+		return len(f.obj) > n
+	}
+	mems := d.mems[f.start:]
+	for i := range mems {
+		if mems[i].name == f.name {
+			return false
+		}
+	}
+	if len(mems) < smallObject {
+		d.mems = append(d.mems, openMember{f.name, v})
+		f.n++
+		return true
+	}
+	f.obj = make(map[string]any, 2*smallObject)
+	for _, m := range mems {
+		f.obj[m.name] = m.val
+	}
+	clear(mems)
+	d.mems = d.mems[:f.start]
+	f.obj[f.name] = v
+	return true
+}
+
+// closeObject returns the map of the object f, which ends here.
+func (d *objDecoder) closeObject(f *decodeFrame) map[string]any {
+	if f.obj != nil {
+		return f.obj
+	}
+	mems := d.mems[f.start:]
+	m := make(map[string]any, len(mems))
+	for _, e := range mems {
+		m[e.name] = e.val
+	}
+	clear(mems)
+	d.mems = d.mems[:f.start]
+	return m
 }
 
 // str copies a raw number, or a raw string unquoted, into the arena. The
@@ -190,13 +251,44 @@ func (d *objDecoder) str(raw []byte, quoted bool) string {
 	return unsafe.String(&d.arena[start], len(d.arena)-start)
 }
 
+// box returns s as an interface value of type typ (string or json.Number,
+// whose representations are the same). Converting a string to an
+// interface allocates its header on its own; here headers are carved from
+// a slab instead, fresh per decode and never written again once boxed,
+// which is what the conversion guarantees too: one allocation for a few
+// dozen values. The interface's data word points into the slab, which
+// keeps the slab alive as long as any value from it is.
+func (d *objDecoder) box(s string, typ unsafe.Pointer) any {
+	if len(d.slab) == cap(d.slab) {
+		d.slab = make([]string, 0, min(max(d.size/24, 8), 512))
+	}
+	d.slab = append(d.slab, s)
+	var v any
+	e := (*eface)(unsafe.Pointer(&v))
+	e.typ, e.data = typ, unsafe.Pointer(&d.slab[len(d.slab)-1])
+	return v
+}
+
+// eface is the layout of an interface{} value.
+type eface struct {
+	typ, data unsafe.Pointer
+}
+
+// typeWord is the type word of v's interface value.
+func typeWord(v any) unsafe.Pointer { return (*eface)(unsafe.Pointer(&v)).typ }
+
+var (
+	stringType = typeWord("")
+	numberType = typeWord(json.Number(""))
+)
+
 // framesPointer is the JSON Pointer of the value being built in the innermost
 // decodeFrame of st (of st's next child, to be exact).
 func framesPointer(st []decodeFrame) string {
 	var sb strings.Builder
 	for i := range st {
 		sb.WriteByte('/')
-		if st[i].obj != nil {
+		if st[i].isObj {
 			sb.WriteString(EscapePointerToken(st[i].name))
 		} else {
 			sb.WriteString(strconv.Itoa(st[i].n))
