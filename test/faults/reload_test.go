@@ -19,11 +19,13 @@ import (
 func TestReloadUnderLoad(t *testing.T) {
 	noLeaks(t)
 	up := newUpstream(t, okHandler)
-	e := newEnv(t, up.URL(), opts{Keys: true}, nil)
+	// Upstream timeouts are generous: this test is about reloads, and the
+	// harness's 300 ms default timed out once on a machine at load 25.
+	e := newEnv(t, up.URL(), opts{Keys: true, UpTimeout: "10s", RequestTimeout: "20s"}, nil)
 	variants := []opts{
-		{Keys: true},
-		{Keys: true, UpTimeout: "2s", MaxRetries: -1, MaxConcurrency: 3},
-		{Keys: true, RequestTimeout: "10s", RateLimit: "{requests_per_second: 1000000, burst: 1000000}", MaxConcurrency: 8},
+		{Keys: true, UpTimeout: "10s", RequestTimeout: "20s"},
+		{Keys: true, UpTimeout: "5s", RequestTimeout: "20s", MaxRetries: -1, MaxConcurrency: 3},
+		{Keys: true, UpTimeout: "10s", RequestTimeout: "20s", RateLimit: "{requests_per_second: 1000000, burst: 1000000}", MaxConcurrency: 8},
 	}
 	stop := make(chan struct{})
 	var swaps atomic.Int64
