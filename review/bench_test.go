@@ -4,7 +4,11 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"runtime"
+	"slices"
+	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -12,27 +16,71 @@ import (
 	"github.com/contractd/contractd/review/storetest"
 )
 
-// BenchmarkSQLiteCreate is one needs_review item's write, 16 writers at
-// once (group commit shares the WAL commits).
+// BenchmarkSQLiteCreate is one needs_review item's write, by one writer
+// (what an item alone waits for) and by 16 at once (group commit shares
+// the WAL commits). See benchCreate for the metrics.
 func BenchmarkSQLiteCreate(b *testing.B) {
-	s, err := review.OpenSQLite(context.Background(), filepath.Join(b.TempDir(), "reviews.db"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer s.Close()
-	var n atomic.Int64
-	now := time.Now()
-	b.SetParallelism(8)
-	b.ResetTimer()
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
-			it := storetest.NewItem(fmt.Sprint("r", n.Add(1)), "a", now)
-			if _, err := s.Create(context.Background(), it, false); err != nil {
-				b.Error(err)
-				return
-			}
+	benchCreate(b, func(b *testing.B) review.Store {
+		s, err := review.OpenSQLite(context.Background(), filepath.Join(b.TempDir(), "reviews.db"))
+		if err != nil {
+			b.Fatal(err)
 		}
+		return s
 	})
+}
+
+// benchCreate writes distinct items with 1 and 16 writers and reports each
+// write's p50/p99 (what one needs_review answer waits for its item) and the
+// process's CPU per item (user+system; a server's own CPU is not counted),
+// which unlike latency hardly moves with the machine's other load.
+func benchCreate(b *testing.B, open func(*testing.B) review.Store) {
+	for _, writers := range []int{1, 16} {
+		b.Run(fmt.Sprintf("writers=%d", writers), func(b *testing.B) {
+			s := open(b)
+			defer s.Close()
+			var n atomic.Int64
+			now := time.Now()
+			var mu sync.Mutex
+			var lat []time.Duration
+			cpu0 := cpuTime()
+			b.SetParallelism(max(1, writers/runtime.GOMAXPROCS(0)))
+			b.ResetTimer()
+			write := func(next func() bool) {
+				var mine []time.Duration
+				for next() {
+					it := storetest.NewItem(fmt.Sprint("r", n.Add(1)), "a", now)
+					start := time.Now()
+					if _, err := s.Create(context.Background(), it, false); err != nil {
+						b.Error(err)
+						return
+					}
+					mine = append(mine, time.Since(start))
+				}
+				mu.Lock()
+				lat = append(lat, mine...)
+				mu.Unlock()
+			}
+			if writers == 1 {
+				i := 0
+				write(func() bool { i++; return i <= b.N })
+			} else {
+				b.RunParallel(func(pb *testing.PB) { write(pb.Next) })
+			}
+			b.StopTimer()
+			b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/float64(b.N), "cpu-µs/op")
+			slices.Sort(lat)
+			if len(lat) > 0 {
+				b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
+				b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99-ms")
+			}
+		})
+	}
+}
+
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // BenchmarkSQLiteRecentDedupe is one poll of the dedupe sync (every

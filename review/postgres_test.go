@@ -3,12 +3,9 @@ package review_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"os"
-	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -208,40 +205,13 @@ func TestPostgresErrorsHideThePassword(t *testing.T) {
 // PostgreSQL store, 16 writers at once (the pool's connections commit in
 // parallel; the server groups their WAL flushes).
 func BenchmarkPostgresCreate(b *testing.B) {
-	s, err := review.OpenPostgres(context.Background(), testkit.PostgresDSN(b), review.PostgresOptions{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer s.Close()
-	var n atomic.Int64
-	now := time.Now()
-	var mu sync.Mutex
-	var lat []time.Duration
-	b.SetParallelism(8)
-	b.ResetTimer()
-	b.RunParallel(func(pb *testing.PB) {
-		var mine []time.Duration
-		for pb.Next() {
-			it := storetest.NewItem(fmt.Sprint("r", n.Add(1)), "a", now)
-			start := time.Now()
-			if _, err := s.Create(context.Background(), it, false); err != nil {
-				b.Error(err)
-				return
-			}
-			mine = append(mine, time.Since(start))
+	benchCreate(b, func(b *testing.B) review.Store {
+		s, err := review.OpenPostgres(context.Background(), testkit.PostgresDSN(b), review.PostgresOptions{})
+		if err != nil {
+			b.Fatal(err)
 		}
-		mu.Lock()
-		lat = append(lat, mine...)
-		mu.Unlock()
+		return s
 	})
-	b.StopTimer()
-	// What one needs_review answer waits for its item: the write's own
-	// latency at 16 concurrent writers.
-	slices.Sort(lat)
-	if len(lat) > 0 {
-		b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
-		b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99-ms")
-	}
 }
 
 // After the server restarts, the pool reconnects and the listener does

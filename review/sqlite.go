@@ -27,13 +27,15 @@ var sqliteMigrations embed.FS
 
 // SQLite is the embedded store: one file, no server.
 //
-// Durability: WAL with synchronous=FULL fsyncs the log on every commit, so
-// a write that returned has reached the disk before the caller answers the
-// client. NORMAL would survive kill -9 too but not a power loss; measured
-// here it saves about a third of the per-item cost (docs/benchmarks.md),
-// not enough to give up that guarantee. New items are group-committed by
-// one writer goroutine, so concurrent needs_review answers share a commit
-// and its fsync. Writers take the lock at BEGIN (IMMEDIATE) so a
+// Durability: WAL with synchronous=NORMAL. A commit has written the log
+// with write(2) before Create returns, so the item is in the kernel's page
+// cache and survives kill -9 or any crash of the process; what it does not
+// survive is a power loss or kernel crash before the log reaches the disk,
+// which the checkpointer's fsync (every second) bounds. FULL would fsync
+// every commit: 1 to several ms that each needs_review answer waited for
+// (docs/benchmarks.md), for a guarantee the product does not promise. New
+// items are group-committed by one writer goroutine, so concurrent
+// needs_review answers share a commit and its writes to the log. Writers take the lock at BEGIN (IMMEDIATE) so a
 // read-then-write transaction never fails half way with SQLITE_BUSY.
 type SQLite struct {
 	db *sql.DB // readers
@@ -42,11 +44,10 @@ type SQLite struct {
 	insItem, insRule *sql.Stmt // prepared once: parsing SQL per item costs more than the insert
 	recentDedupe     *sql.Stmt // on the readers; polled by every process sharing the file
 
-	creates    chan createReq
-	closed     chan struct{}
-	writerDone chan struct{}
-	ckptDone   chan struct{}
-	closeOnce  sync.Once
+	batch     *batcher // one writer: SQLite has one write lock anyway
+	closed    chan struct{}
+	ckptDone  chan struct{}
+	closeOnce sync.Once
 }
 
 // OpenSQLite opens (creating when missing) the store at file and runs its
@@ -62,7 +63,7 @@ func openSQLite(ctx context.Context, file string, every time.Duration) (*SQLite,
 	// inside the commit of whichever needs_review answer crossed the
 	// threshold, which showed up as 100+ ms p99 spikes. The checkpointer
 	// goroutine does that work beside the writer instead.
-	for _, p := range []string{"busy_timeout(10000)", "journal_mode(WAL)", "synchronous(FULL)", "foreign_keys(1)", "wal_autocheckpoint(0)"} {
+	for _, p := range []string{"busy_timeout(10000)", "journal_mode(WAL)", "synchronous(NORMAL)", "foreign_keys(1)", "wal_autocheckpoint(0)"} {
 		q.Add("_pragma", p)
 	}
 	q.Set("_txlock", "immediate")
@@ -104,8 +105,8 @@ func openSQLite(ctx context.Context, file string, every time.Duration) (*SQLite,
 		w.Close()
 		return nil, fmt.Errorf("review store %s: %w", file, err)
 	}
-	s := &SQLite{db: db, w: w, insItem: insItem, insRule: insRule, recentDedupe: recentDedupe, creates: make(chan createReq), closed: make(chan struct{}), writerDone: make(chan struct{}), ckptDone: make(chan struct{})}
-	go s.writer()
+	s := &SQLite{db: db, w: w, insItem: insItem, insRule: insRule, recentDedupe: recentDedupe, closed: make(chan struct{}), ckptDone: make(chan struct{})}
+	s.batch = newBatcher(1, 30*time.Second, s.insertAll)
 	go s.checkpointer(every)
 	return s, nil
 }
@@ -209,8 +210,8 @@ func migrate(ctx context.Context, db *sql.DB, fsys embed.FS, dir string) error {
 func (s *SQLite) Close() error {
 	var err error
 	s.closeOnce.Do(func() {
+		s.batch.close()
 		close(s.closed)
-		<-s.writerDone
 		<-s.ckptDone
 		err = errors.Join(s.insItem.Close(), s.insRule.Close(), s.recentDedupe.Close(), s.db.Close(), s.w.Close())
 	})
@@ -240,83 +241,10 @@ const (
 	sqlInsertRule = `INSERT INTO review_rules (review_id, rule, created_ns, status, route, contract_name) VALUES (?,?,?,'pending',?,?) ON CONFLICT DO NOTHING`
 )
 
-type createReq struct {
-	it      *Item
-	webhook bool
-	res     chan createRes
-}
-
-type createRes struct {
-	created bool
-	err     error
-}
-
-// Create hands the item to the writer goroutine, which commits every
-// item waiting at that moment in one transaction (group commit): under
-// load many needs_review answers share one WAL commit instead of queueing
-// for one each. It returns once the transaction holding it committed.
+// Create hands the item to the writer goroutine (group commit, see
+// batcher) and returns once the transaction holding it committed.
 func (s *SQLite) Create(ctx context.Context, it *Item, webhook bool) (bool, error) {
-	req := createReq{it: it, webhook: webhook, res: make(chan createRes, 1)}
-	select {
-	case s.creates <- req:
-	case <-s.closed:
-		return false, errClosed
-	case <-ctx.Done():
-		return false, ctx.Err()
-	}
-	select {
-	case r := <-req.res:
-		return r.created, r.err
-	case <-ctx.Done():
-		// It may still commit; a caller that spools it instead is safe
-		// because creating an existing id is a no-op.
-		return false, ctx.Err()
-	}
-}
-
-var errClosed = errors.New("review store closed")
-
-// maxBatch bounds one group commit.
-const maxBatch = 128
-
-func (s *SQLite) writer() {
-	defer close(s.writerDone)
-	for {
-		var first createReq
-		select {
-		case first = <-s.creates:
-		case <-s.closed:
-			return
-		}
-		batch := []createReq{first}
-	more:
-		for len(batch) < maxBatch {
-			select {
-			case r := <-s.creates:
-				batch = append(batch, r)
-			default:
-				break more
-			}
-		}
-		s.commitBatch(batch)
-	}
-}
-
-func (s *SQLite) commitBatch(batch []createReq) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	created, err := s.insertAll(ctx, batch)
-	if err != nil && len(batch) > 1 {
-		// One bad item must not fail the others: retry each alone.
-		for _, r := range batch {
-			c, err := s.insertAll(ctx, []createReq{r})
-			r.res <- createRes{c[0], err}
-		}
-		return
-	}
-	for i, r := range batch {
-		r.res <- createRes{created[i], err}
-	}
+	return s.batch.create(ctx, it, webhook)
 }
 
 func (s *SQLite) insertAll(ctx context.Context, batch []createReq) ([]bool, error) {
