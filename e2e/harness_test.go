@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	_ "embed"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strings"
 	"sync"
@@ -494,100 +496,27 @@ const (
 // ---------------------------------------------------------------------------
 // Configs.
 
-// baseConfig is a complete serving config: an inline-schema contract with
-// a label policy, a prompt with an input schema and a user template, and
-// routes on the fake upstream. @UPSTREAM@ is replaced by its URL;
-// @ROUTES@ by extra route entries.
-const baseConfig = `server:
-  listen: 127.0.0.1:0
-  admin_listen: 127.0.0.1:0
-  request_timeout: 20s
-  shutdown_timeout: 15s
-  api_keys_env: CONTRACTD_API_KEYS
+// baseConfig is the serving config the Node suite uses too; see its header.
+//
+//go:embed testdata/contractd.yaml
+var baseConfig string
 
-audit:
-  sink: stdout
-
-upstreams:
-  - name: fake
-    base_url: @UPSTREAM@
-    api_key_env: OPENAI_API_KEY
-    timeout: 10s
-    max_retries: 0
-
-labels:
-  - name: sentiment
-    values: [positive, negative, neutral]
-
-prompts:
-  - name: review
-    input_schema:
-      type: object
-      required: [text]
-      additionalProperties: false
-      properties: {text: {type: string, maxLength: 2000}}
-    example_input: {text: "The delivery was fast and the food was great."}
-    system: |
-      Classify the sentiment of one customer review. Allowed values: {{ join (labels "sentiment") ", " }}.
-      Reply with one JSON object that matches this schema and nothing else:
-      {{ schema }}
-    user: |
-      Review: {{ .Input.text }}
-
-contracts:
-  - name: sentiment_v1
-    schema@SCHEMA@
-    extraction: strict
-    policies:
-      labels: [{path: /sentiment, set: sentiment}]
-
-routes:
-  - name: review-sentiment
-    upstream: fake
-    model: fake-good
-    prompt: review
-    contract: sentiment_v1
-    temperature: 0.7
-    max_output_tokens: 200
-  - name: review-always-bad
-    upstream: fake
-    model: fake-bad
-    prompt: review
-    contract: sentiment_v1
-    temperature: 0.7
-    max_output_tokens: 200
-  - name: review-slow
-    upstream: fake
-    model: fake-slow
-    prompt: review
-    contract: sentiment_v1
-    temperature: 0.7
-    max_output_tokens: 200
-@ROUTES@`
-
-const inlineSchema = `:
-      type: object
-      required: [sentiment, summary]
-      additionalProperties: false
-      properties:
-        sentiment: {type: string}
-        summary: {type: string, maxLength: 200}`
+// inlineSchema is baseConfig's contract schema, from its key to the key
+// after it, which renderConfig swaps for a schema_file.
+var inlineSchema = regexp.MustCompile(`(?s)\n    schema:\n.*?\n    extraction:`)
 
 type cfgOpts struct {
 	upstream string
 	routes   string // extra route entries (YAML list items, 2-space indented)
-	schema   string // "" for inlineSchema; else the value of schema_file
+	schema   string // "" for the inline schema; else the value of schema_file
 }
 
 func renderConfig(o cfgOpts) string {
 	s := strings.ReplaceAll(baseConfig, "@UPSTREAM@", o.upstream)
-	s = strings.ReplaceAll(s, "@ROUTES@", o.routes)
-	if o.schema == "" {
-		s = strings.ReplaceAll(s, "schema@SCHEMA@", "schema"+inlineSchema)
-	} else {
-		s = strings.ReplaceAll(s, "schema@SCHEMA@", "schema_file: "+o.schema)
+	if o.schema != "" {
+		s = inlineSchema.ReplaceAllLiteralString(s, "\n    schema_file: "+o.schema+"\n    extraction:")
 	}
-	return s
+	return s + o.routes
 }
 
 // writeConfig writes text to dir/contractd.yaml and returns its path.

@@ -7,8 +7,8 @@ import (
 	"time"
 )
 
-// SPEC §15 / issue 16: request_timeout follows reloads in the real binary.
-// A request slower than the running request_timeout gets 504; after a
+// request_timeout follows reloads in the real binary, so an operator can
+// raise it for a slow upstream without a restart. A request slower than the running request_timeout gets 504; after a
 // SIGHUP reload raises it, the same request completes with the whole
 // answer (deadlines are set per request from the config in force).
 func TestReloadRaisesRequestTimeout(t *testing.T) {

@@ -266,15 +266,7 @@ func (x *cutter) dropFor(sd side, k, need int) int {
 	for hi < k && !enough(hi) {
 		lo, hi = hi, min(2*hi, k)
 	}
-	for hi-lo > 1 {
-		mid := lo + (hi-lo)/2
-		if enough(mid) {
-			hi = mid
-		} else {
-			lo = mid
-		}
-	}
-	return hi
+	return lastFit(lo, hi, func(j int) bool { return !enough(j) }) + 1
 }
 
 // addFor returns the largest j in [0, limit-k] such that words k..k+j-1
@@ -289,7 +281,26 @@ func (x *cutter) addFor(sd side, k, limit, slack int) int {
 	for hi <= m && fits(hi) {
 		lo, hi = hi, 2*hi
 	}
-	hi = min(hi, m+1)
+	return lastFit(lo, min(hi, m+1), fits)
+}
+
+// bisect narrows lo (fits, with count loUsed) and hi (does not fit) to
+// adjacent values and returns the largest fitting one found.
+func (x *cutter) bisect(count func(int) int, budget, lo, loUsed, hi int) (int, int) {
+	k := lastFit(lo, hi, func(j int) bool {
+		mu := count(j)
+		if mu <= budget {
+			loUsed = mu // the fits probed rise, so the last is k's count
+		}
+		return mu <= budget
+	})
+	return k, loUsed
+}
+
+// lastFit returns the largest j in [lo, hi) with fits(j), given fits(lo),
+// !fits(hi) and fits true up to some j and false after it. It probes only
+// strictly between lo and hi.
+func lastFit(lo, hi int, fits func(int) bool) int {
 	for hi-lo > 1 {
 		mid := lo + (hi-lo)/2
 		if fits(mid) {
@@ -299,20 +310,6 @@ func (x *cutter) addFor(sd side, k, limit, slack int) int {
 		}
 	}
 	return lo
-}
-
-// bisect narrows lo (fits, with count loUsed) and hi (does not fit) to
-// adjacent values and returns the largest fitting one found.
-func (x *cutter) bisect(count func(int) int, budget, lo, loUsed, hi int) (int, int) {
-	for hi-lo > 1 {
-		mid := lo + (hi-lo)/2
-		if mu := count(mid); mu <= budget {
-			lo, loUsed = mid, mu
-		} else {
-			hi = mid
-		}
-	}
-	return lo, loUsed
 }
 
 func blockSize(n int) int {

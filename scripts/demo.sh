@@ -4,21 +4,9 @@
 # (valid at once, repaired by the retry, needs_review), prints the outcomes
 # and a summary of the audit events, checks that both agree, stops
 # everything. Needs bin/contractd and bin/contractd-sim (make build).
-set -euo pipefail
-cd "$(dirname "$0")/.."
-export GOTOOLCHAIN=local
-export GOFLAGS="${GOFLAGS:--mod=mod}"
-GO="${GO:-go}"
-
-CONFIG=examples/demo/contractd.yaml
-SIM_ADDR=127.0.0.1:18181
-API_PORT=18180
-ADMIN_PORT=18190
-SIM_SEED="${SIM_SEED:-7}"
+. "$(dirname "$0")/lib.sh"
 SIM_FAILURE_RATE="${SIM_FAILURE_RATE:-0.3}"
-
-. scripts/lib.sh
-prepare demo "${SIM_ADDR##*:}" "$API_PORT" "$ADMIN_PORT"
+prepare demo
 
 work="$(mktemp -d "${TMPDIR:-/tmp}/contractd-demo.XXXXXX")"
 sim_pid=""

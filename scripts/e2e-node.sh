@@ -9,8 +9,8 @@
 #    when it is newer than go.mod, go.sum and the non-test Go files of the
 #    packages it is built from, else a fresh build in a temporary directory;
 # 3. start the fake upstream (e2e/node/fake-upstream.mjs) and contractd on
-#    free loopback ports, with a config in a temporary directory and fake
-#    keys only;
+#    free loopback ports, with the Go e2e suite's config
+#    (e2e/testdata/contractd.yaml) in a temporary directory and fake keys only;
 # 4. run `node --test`, then check that no key reached contractd's logs or
 #    audit events; a trap stops both processes and removes the directory.
 set -euo pipefail
@@ -90,70 +90,9 @@ pids+=($!)
 waitfor 10 test -s "$tmp/upstream.addr" || { echo "e2e-node: the fake upstream did not start" >&2; exit 1; }
 upstream_url=$(cat "$tmp/upstream.addr")
 
-cat >"$tmp/contractd.yaml" <<EOF
-server:
-  listen: 127.0.0.1:0
-  admin_listen: 127.0.0.1:0
-  request_timeout: 20s
-  shutdown_timeout: 5s
-  api_keys_env: CONTRACTD_API_KEYS
-
-audit:
-  sink: stdout
-
-upstreams:
-  - name: fake
-    base_url: $upstream_url/v1
-    api_key_env: OPENAI_API_KEY
-    timeout: 10s
-    max_retries: 0
-
-labels:
-  - name: sentiment
-    values: [positive, negative, neutral]
-
-prompts:
-  - name: review
-    input_schema:
-      type: object
-      required: [text]
-      additionalProperties: false
-      properties: {text: {type: string, maxLength: 2000}}
-    example_input: {text: "The delivery was fast and the food was great."}
-    system: |
-      Classify the sentiment of one customer review. Allowed values: {{ join (labels "sentiment") ", " }}.
-      Reply with one JSON object that matches this schema and nothing else:
-      {{ schema }}
-    user: |
-      Review: {{ .Input.text }}
-
-contracts:
-  - name: sentiment_v1
-    schema:
-      type: object
-      required: [sentiment, summary]
-      additionalProperties: false
-      properties:
-        sentiment: {type: string}
-        summary: {type: string, maxLength: 200}
-    policies:
-      labels: [{path: /sentiment, set: sentiment}]
-
-routes:
-  - name: review-sentiment
-    upstream: fake
-    model: fake-good
-    prompt: review
-    contract: sentiment_v1
-    temperature: 0.7
-    max_output_tokens: 200
-  - name: review-always-bad
-    upstream: fake
-    model: fake-bad
-    prompt: review
-    contract: sentiment_v1
-    temperature: 0.7
-    max_output_tokens: 200
+# The Go e2e suite's config, plus a passthrough route.
+sed "s|@UPSTREAM@|$upstream_url/v1|" e2e/testdata/contractd.yaml >"$tmp/contractd.yaml"
+cat >>"$tmp/contractd.yaml" <<EOF
   - name: raw
     upstream: fake
     model: fake-raw
@@ -187,7 +126,8 @@ fi
     "${run_tests[@]}"
 )
 
-# Nothing secret in contractd's logs or audit events (SPEC §6).
+# Nothing secret in contractd's logs or audit events: they are shipped to
+# places with wider access than the keys.
 if grep -q -e "$client_key" -e "$upstream_key" "$tmp/contractd.log" "$tmp/audit.jsonl"; then
   echo "e2e-node: a key was written to contractd's logs or audit events" >&2
   exit 1

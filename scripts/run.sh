@@ -3,22 +3,12 @@
 # contractd-sim (a simulated model), left running in the foreground. Prints
 # curl and SDK lines to try; contractd's audit events appear below them as
 # requests arrive. Ctrl-C stops both.
-set -euo pipefail
-cd "$(dirname "$0")/.."
-export GOTOOLCHAIN=local
-export GOFLAGS="${GOFLAGS:--mod=mod}"
-GO="${GO:-go}"
-
-CONFIG=examples/demo/contractd.yaml
-SIM_ADDR=127.0.0.1:18181
-API=http://127.0.0.1:18180
-ADMIN=http://127.0.0.1:18190
-SIM_SEED="${SIM_SEED:-7}"
+. "$(dirname "$0")/lib.sh"
+API=http://127.0.0.1:$API_PORT
+ADMIN=http://127.0.0.1:$ADMIN_PORT
 SIM_FAILURE_RATE="${SIM_FAILURE_RATE:-0.25}"
 SIM_LATENCY="${SIM_LATENCY:-150ms}"
-
-. scripts/lib.sh
-prepare run "${SIM_ADDR##*:}" 18180 18190
+prepare run
 
 logs="$(mktemp -d "${TMPDIR:-/tmp}/contractd-run.XXXXXX")"
 sim_pid=""

@@ -122,14 +122,7 @@ func cmdValidate(args []string, stdout, stderr io.Writer) int {
 	path := config.Resolve(*cfg)
 	rt, err := config.Load(path)
 	if err != nil {
-		var ce *config.Error
-		if errors.As(err, &ce) {
-			for _, p := range ce.Problems {
-				fmt.Fprintln(stdout, p.String())
-			}
-			return exitProblem
-		}
-		fmt.Fprintf(stdout, "%s: %v\n", path, err)
+		printLoadError(stdout, "", fmt.Errorf("%s: %w", path, err))
 		return exitProblem
 	}
 	for _, w := range rt.Warnings {
@@ -138,23 +131,49 @@ func cmdValidate(args []string, stdout, stderr io.Writer) int {
 	return exitOK
 }
 
-// loadForTool loads a config for check/render: any problem is a usage
-// failure (exit 2) printed to stderr.
-func loadForTool(cmd, flagPath string, stderr io.Writer) (*config.Runtime, bool) {
-	path := config.Resolve(flagPath)
-	rt, err := config.Load(path)
-	if err != nil {
-		var ce *config.Error
-		if errors.As(err, &ce) {
-			for _, p := range ce.Problems {
-				fmt.Fprintf(stderr, "contractd %s: %s\n", cmd, p.String())
-			}
-		} else {
-			fmt.Fprintf(stderr, "contractd %s: %v\n", cmd, err)
+// printLoadError prints why config.Load failed, each line after prefix:
+// the config's problems one a line, as validate lists them, or else err.
+func printLoadError(w io.Writer, prefix string, err error) {
+	var ce *config.Error
+	if errors.As(err, &ce) {
+		for _, p := range ce.Problems {
+			fmt.Fprintln(w, prefix+p.String())
 		}
+		return
+	}
+	fmt.Fprintf(w, "%s%v\n", prefix, err)
+}
+
+// loadForTool loads a config for check/render/schema: any problem is a
+// usage failure (exit 2) printed to stderr.
+func loadForTool(cmd, flagPath string, stderr io.Writer) (*config.Runtime, bool) {
+	rt, err := config.Load(config.Resolve(flagPath))
+	if err != nil {
+		printLoadError(stderr, "contractd "+cmd+": ", err)
 		return nil, false
 	}
 	return rt, true
+}
+
+// toolRoute is render's and schema's start: --route NAME is required and
+// nothing positional is allowed; it loads the config and looks the route
+// up. A nil route means the usage failure is printed.
+func toolRoute(cmd string, fs *flag.FlagSet, cfg, routeName *string, args []string, stderr io.Writer) *config.Route {
+	if pos, err := parseInterleaved(fs, args); err != nil || len(pos) > 0 || *routeName == "" {
+		if err == nil {
+			fmt.Fprintf(stderr, "contractd %s: --route NAME is required; no positional arguments\n", cmd)
+		}
+		return nil
+	}
+	rt, ok := loadForTool(cmd, *cfg, stderr)
+	if !ok {
+		return nil
+	}
+	route := rt.Routes[*routeName]
+	if route == nil {
+		fmt.Fprintf(stderr, "contractd %s: unknown route %q\n", cmd, *routeName)
+	}
+	return route
 }
 
 type checkOutput struct {

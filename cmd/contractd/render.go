@@ -18,19 +18,8 @@ func cmdRender(args []string, stdout, stderr io.Writer) int {
 	inputPath := fs.String("input", "", "a chat completion or Responses API request body, or the input object (default: the prompt's example_input)")
 	api := fs.String("api", "", "the request body's API: chat or responses (default: responses when the body has \"input\" and no \"messages\")")
 	attempt := fs.Int("attempt", 1, "attempt number (1-based)")
-	if pos, err := parseInterleaved(fs, args); err != nil || len(pos) > 0 || *routeName == "" {
-		if err == nil {
-			fmt.Fprintln(stderr, "contractd render: --route NAME is required; no positional arguments")
-		}
-		return exitUsage
-	}
-	rt, ok := loadForTool("render", *cfg, stderr)
-	if !ok {
-		return exitUsage
-	}
-	route := rt.Routes[*routeName]
+	route := toolRoute("render", fs, cfg, routeName, args, stderr)
 	if route == nil {
-		fmt.Fprintf(stderr, "contractd render: unknown route %q\n", *routeName)
 		return exitUsage
 	}
 	var raw []byte

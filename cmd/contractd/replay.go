@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -66,14 +65,7 @@ func cmdReplay(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	rt, err := config.Load(path)
 	if err != nil {
 		// The validate messages, so the fix is the same as for validate.
-		var ce *config.Error
-		if errors.As(err, &ce) {
-			for _, p := range ce.Problems {
-				fmt.Fprintln(stderr, p.String())
-			}
-		} else {
-			fmt.Fprintf(stderr, "%s: %v\n", path, err)
-		}
+		printLoadError(stderr, "", fmt.Errorf("%s: %w", path, err))
 		return usageErr("%s does not validate", path)
 	}
 	o.Runtime = rt

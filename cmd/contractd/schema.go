@@ -13,20 +13,9 @@ import (
 func cmdSchema(args []string, stdout, stderr io.Writer) int {
 	fs, cfg := newFlags("schema", stderr)
 	routeName := fs.String("route", "", "route whose contract schema to print")
-	if pos, err := parseInterleaved(fs, args); err != nil || len(pos) > 0 || *routeName == "" {
-		if err == nil {
-			fmt.Fprintln(stderr, "contractd schema: --route NAME is required; no positional arguments")
-		}
-		return exitUsage
-	}
-	rt, ok := loadForTool("schema", *cfg, stderr)
-	if !ok {
-		return exitUsage
-	}
-	route := rt.Routes[*routeName]
+	route := toolRoute("schema", fs, cfg, routeName, args, stderr)
 	switch {
 	case route == nil:
-		fmt.Fprintf(stderr, "contractd schema: unknown route %q\n", *routeName)
 		return exitUsage
 	case route.Passthrough || route.Contract == nil:
 		fmt.Fprintf(stderr, "contractd schema: route %q is a passthrough route: it has no contract\n", *routeName)
