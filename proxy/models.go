@@ -40,13 +40,24 @@ func routeModel(name string) modelObject {
 	return modelObject{ID: name, Object: "model", Created: started, OwnedBy: "contractd"}
 }
 
-// models lists routes as OpenAI model objects; /r/{route}/v1/models lists
-// that route only.
-func (s *Server) models(w http.ResponseWriter, r *http.Request) {
-	st := s.state.Load()
+// readAuth starts the client API's read endpoints (models, reviews): it
+// stamps a request id and checks the client key, answering the 401 itself;
+// st is then nil.
+func (s *Server) readAuth(w http.ResponseWriter, r *http.Request) (st *state) {
+	st = s.state.Load()
 	w.Header().Set("X-Request-Id", newRequestID())
 	if _, aerr := s.authenticate(st, r); aerr != nil {
 		writeError(w, aerr)
+		return nil
+	}
+	return st
+}
+
+// models lists routes as OpenAI model objects; /r/{route}/v1/models lists
+// that route only.
+func (s *Server) models(w http.ResponseWriter, r *http.Request) {
+	st := s.readAuth(w, r)
+	if st == nil {
 		return
 	}
 	list := modelList{Object: "list", Data: []modelObject{}}
@@ -67,10 +78,8 @@ func (s *Server) models(w http.ResponseWriter, r *http.Request) {
 // model serves GET /v1/models/{model} and /r/{route}/v1/models/{model}
 // (the SDKs' models.retrieve). Under /r/{route}/ only that route exists.
 func (s *Server) model(w http.ResponseWriter, r *http.Request) {
-	st := s.state.Load()
-	w.Header().Set("X-Request-Id", newRequestID())
-	if _, aerr := s.authenticate(st, r); aerr != nil {
-		writeError(w, aerr)
+	st := s.readAuth(w, r)
+	if st == nil {
 		return
 	}
 	name := r.PathValue("model")

@@ -227,10 +227,8 @@ const MaxReviewWait = 60 * time.Second
 
 // getReview serves GET /v1/reviews/{id} to the key that made the request.
 func (s *Server) getReview(w http.ResponseWriter, r *http.Request) {
-	w.Header().Set("X-Request-Id", newRequestID())
-	st := s.state.Load()
-	if _, aerr := s.authenticate(st, r); aerr != nil {
-		writeError(w, aerr)
+	st := s.readAuth(w, r)
+	if st == nil {
 		return
 	}
 	var wait time.Duration
