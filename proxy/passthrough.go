@@ -6,118 +6,245 @@ import (
 	"context"
 	"errors"
 	"io"
-	"log/slog"
+	"log"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
 	"strings"
 	"time"
+	"unsafe"
 
 	"github.com/contractd/contractd/audit"
 	"github.com/contractd/contractd/config"
 	"github.com/contractd/contractd/contracts"
 )
 
+// passPlan is what a passthrough route forwards to on one edge, worked
+// out once per Runtime (Swap) rather than per request: the upstream URL
+// and the route's model as a JSON string.
+type passPlan struct {
+	target *url.URL // nil: the base URL does not parse (502 per request)
+	model  []byte
+}
+
+type passKey struct {
+	route *config.Route
+	edge  *edge
+}
+
+// passPlans plans every passthrough route of rt on both edges.
+func passPlans(rt *config.Runtime) map[passKey]*passPlan {
+	plans := map[passKey]*passPlan{}
+	for _, r := range rt.RouteList {
+		if !r.Passthrough {
+			continue
+		}
+		for _, e := range []*edge{chatEdge, responsesEdge} {
+			p := &passPlan{model: mustJSON(r.Model)}
+			if u, err := url.Parse(r.Upstream.BaseURL + e.upstreamPath); err == nil {
+				p.target = u
+			}
+			plans[passKey{r, e}] = p
+		}
+	}
+	return plans
+}
+
+// passCall is one passthrough call in flight. It is the outgoing
+// request's context too (the request's, which ends at request_timeout or
+// at the upstream's header timeout), so the Server's one ReverseProxy
+// finds the call from the request it is handed without a closure, a
+// context value or a proxy built per request.
+type passCall struct {
+	context.Context
+	s         *Server
+	x         *exchange
+	route     *config.Route
+	target    *url.URL
+	body      []byte
+	clientCtx context.Context // ends when the client goes away
+	client    string          // the client's bearer token, redacted from error bodies
+	timer     *time.Timer     // the upstream's header timeout
+	status    int
+	failed    *APIError
+}
+
+type passCallKey struct{}
+
+func (c *passCall) Value(k any) any {
+	if k == (passCallKey{}) {
+		return c
+	}
+	return c.Context.Value(k)
+}
+
+func callOf(r *http.Request) *passCall {
+	c, _ := r.Context().Value(passCallKey{}).(*passCall)
+	return c
+}
+
+// passProxy is the Server's ReverseProxy for passthrough routes; each
+// call copies it to set its own ErrorLog (see passthrough).
+func (s *Server) passProxy() *httputil.ReverseProxy {
+	return &httputil.ReverseProxy{
+		Transport: passTransport{s},
+		// No periodic flush: a reply of known length goes out in as few
+		// writes as net/http can make. ReverseProxy itself flushes after
+		// every read for text/event-stream and for replies of unknown
+		// length, so each SSE event is still relayed at once.
+		FlushInterval:  0,
+		BufferPool:     copyBuffers,
+		Rewrite:        passRewrite,
+		ModifyResponse: passModifyResponse,
+		ErrorHandler:   passError,
+	}
+}
+
+// passTransport is the Caller's transport as it is at call time (tests
+// and embedders may replace the Caller's client after NewServer).
+type passTransport struct{ s *Server }
+
+func (t passTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if rt := t.s.Caller.Client.Transport; rt != nil {
+		return rt.RoundTrip(r)
+	}
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+func passRewrite(pr *httputil.ProxyRequest) {
+	c := callOf(pr.In)
+	*pr.Out.URL = *c.target // pr.Out's URL is its own copy
+	pr.Out.Host = ""
+	pr.Out.Body = &sentBody{Reader: bytes.NewReader(c.body)}
+	pr.Out.ContentLength = int64(len(c.body))
+	// The transport writes Content-Length from ContentLength and never
+	// from the header; drop the client's, which counted its own body.
+	pr.Out.Header.Del("Content-Length")
+	pr.Out.Header.Del("Authorization")
+	if key := c.s.Caller.Keys(c.route.Upstream); key != "" {
+		pr.Out.Header.Set("Authorization", "Bearer "+key)
+	}
+}
+
+// sentBody is the forwarded body: a reader and a no-op Close in one
+// allocation.
+type sentBody struct{ *bytes.Reader }
+
+func (sentBody) Close() error { return nil }
+
+func passModifyResponse(resp *http.Response) error {
+	c := callOf(resp.Request)
+	c.timer.Stop()
+	c.status = resp.StatusCode
+	// Without a Content-Length header the reply completes only when
+	// the handler returns, i.e. after the audit event is written
+	// (audit before the response completes): net/http then sends a
+	// short reply with the length it counted, a longer one chunked.
+	// resp.ContentLength stays, so ReverseProxy knows the reply is
+	// not a stream and does not flush it read by read.
+	resp.Header.Del("Content-Length")
+	// The response already carries contractd's X-Request-Id (set in
+	// chat); ReverseProxy adds the upstream's headers to it, so drop
+	// the upstream's own id rather than send two.
+	resp.Header.Del("X-Request-Id")
+	if resp.StatusCode >= 400 {
+		// An error body may echo what the upstream was sent: the
+		// key, as contract routes' 502 messages redact.
+		resp.ContentLength = -1 // redacting changes the length
+		return redactBody(resp, c.s.Caller.Keys(c.route.Upstream), c.client)
+	}
+	return nil
+}
+
+func passError(w http.ResponseWriter, r *http.Request, err error) {
+	c := callOf(r)
+	// r is the outgoing request, whose context also ends at the
+	// upstream timeout, so ask the client's own context whether the
+	// client left; the timeout must answer 504, not an empty 200.
+	if c.clientCtx.Err() != nil {
+		c.status = 499
+		return // client gone: nothing to write
+	}
+	if errors.Is(err, context.DeadlineExceeded) || r.Context().Err() != nil {
+		c.failed = &APIError{Status: http.StatusGatewayTimeout, Type: typeUpstream, Code: CodeUpstreamTimeout, Message: "upstream did not answer in time"}
+	} else {
+		c.failed = &APIError{Status: http.StatusBadGateway, Type: typeUpstream, Code: CodeUpstreamError, Message: "upstream " + quoteForMessage(c.route.Upstream.Name) + " failed: connection failed", Internal: err}
+	}
+	writeError(w, c.failed)
+}
+
+// proxyLog is ReverseProxy's ErrorLog output for one exchange: its
+// complaints (e.g. a body copy cut short) go to the structured log with
+// the request id, not to the standard logger.
+type proxyLog exchange
+
+func (l *proxyLog) Write(p []byte) (int, error) {
+	x := (*exchange)(l)
+	x.logger().Warn(strings.TrimSuffix(string(p), "\n"))
+	return len(p), nil
+}
+
+// withModel is body with its top-level model member set to model: the
+// value replaced in place when there is one (everything else stays byte
+// for byte, whitespace included), else the member added last.
+func withModel(body []byte, obj object, model []byte) []byte {
+	if v, ok := obj.get("model"); ok {
+		if off, ok := offsetIn(body, v); ok {
+			out := make([]byte, 0, len(body)-len(v)+len(model))
+			out = append(out, body[:off]...)
+			out = append(out, model...)
+			return append(out, body[off+len(v):]...)
+		}
+	}
+	return obj.apply([]edit{{Name: "model", Value: model}})
+}
+
+// offsetIn is where v starts in b, when v is a slice of b (parseObject's
+// values alias the body).
+func offsetIn(b, v []byte) (int, bool) {
+	if len(v) == 0 || len(b) == 0 {
+		return 0, false
+	}
+	off := int(uintptr(unsafe.Pointer(unsafe.SliceData(v))) - uintptr(unsafe.Pointer(unsafe.SliceData(b))))
+	return off, off >= 0 && off+len(v) <= len(b)
+}
+
 // passthrough forwards the request untouched but for model and
 // Authorization, relaying the reply (SSE flushed per event). A client
-// disconnect cancels the upstream call through the request context.
-func (s *Server) passthrough(ctx context.Context, w http.ResponseWriter, r *http.Request, x *exchange, route *config.Route, obj object) {
-	body := obj.apply([]edit{{Name: "model", Value: mustJSON(route.Model)}})
+// disconnect cancels the upstream call through the request context;
+// cancel ends ctx, which the upstream's header timeout calls.
+func (s *Server) passthrough(ctx context.Context, cancel context.CancelFunc, w http.ResponseWriter, r *http.Request, x *exchange, route *config.Route, obj object) {
+	plan := x.st.pass[passKey{route, x.edge}]
+	body := withModel(x.body, obj, plan.model)
 	x.ev.InputSHA256 = sha(body)
 	if x.st.rt.Audit.IncludeContent {
 		x.ev.Input = body // the forwarded request; a relayed stream is not captured
 	}
-	target, err := url.Parse(route.Upstream.BaseURL + x.edge.upstreamPath)
-	if err != nil {
+	if plan.target == nil {
 		x.fail(ctx, w, &APIError{Status: http.StatusBadGateway, Type: typeUpstream, Code: CodeUpstreamError, Message: "bad upstream URL"}, audit.OutcomeUpstreamError)
 		return
 	}
-	status := 0
+	c := &passCall{Context: ctx, s: s, x: x, route: route, target: plan.target, body: body, clientCtx: r.Context()}
 	start := time.Now()
-	var failed *APIError
-	clientCtx := r.Context() // ends when the client goes away
+	attempt := func() []audit.Attempt {
+		// violations: [] as on contract attempts (the audit line has a list, not null).
+		return []audit.Attempt{{Attempt: 1, UpstreamStatus: c.status, LatencyMS: ms(time.Since(start)), Violations: []contracts.Violation{}}}
+	}
 	// ReverseProxy aborts the handler with panic(http.ErrAbortHandler) when
 	// copying the body fails after the headers went out (client gone, or
 	// the upstream stream broke). Record the request before re-panicking:
 	// every chat request is audited.
 	defer func() {
 		if p := recover(); p != nil {
-			x.ev.Attempts = []audit.Attempt{{Attempt: 1, UpstreamStatus: status, LatencyMS: ms(time.Since(start)), Violations: []contracts.Violation{}}}
-			if clientCtx.Err() != nil {
-				x.finish(ctx, 499, audit.OutcomeRejected, "client_closed_request")
+			x.ev.Attempts = attempt()
+			if c.clientCtx.Err() != nil {
+				x.finish(ctx, 499, audit.OutcomeRejected, CodeClientClosed)
 			} else { // the upstream stream broke or timed out mid-way
-				x.finish(ctx, status, audit.OutcomeUpstreamError, CodeUpstreamError)
+				x.finish(ctx, c.status, audit.OutcomeUpstreamError, CodeUpstreamError)
 			}
 			panic(p)
 		}
 	}()
-	// The upstream timeout bounds the wait for response headers only: a
-	// healthy stream may run longer, bounded by request_timeout (ctx). The
-	// timer starts once a max_concurrency slot is held, as on contract
-	// routes: queueing counts against request_timeout, not the call.
-	pctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var headerTimer *time.Timer
-	rp := &httputil.ReverseProxy{
-		Transport: s.Caller.Client.Transport,
-		// No periodic flush: a reply of known length goes out in as few
-		// writes as net/http can make. ReverseProxy itself flushes after
-		// every read for text/event-stream and for replies of unknown
-		// length, so each SSE event is still relayed at once.
-		FlushInterval: 0,
-		BufferPool:    copyBuffers,
-		// Its own complaints (e.g. a body copy cut short) go to our
-		// structured log with the request id, not to the standard logger.
-		ErrorLog: slog.NewLogLogger(x.logger().Handler(), slog.LevelWarn),
-		Rewrite: func(pr *httputil.ProxyRequest) {
-			pr.Out.URL = target
-			pr.Out.Host = ""
-			pr.Out.Body = io.NopCloser(bytes.NewReader(body))
-			pr.Out.ContentLength = int64(len(body))
-			pr.Out.Header.Set("Content-Length", itoa(len(body)))
-			pr.Out.Header.Del("Authorization")
-			if key := s.Caller.Keys(route.Upstream); key != "" {
-				pr.Out.Header.Set("Authorization", "Bearer "+key)
-			}
-		},
-		ModifyResponse: func(resp *http.Response) error {
-			headerTimer.Stop()
-			status = resp.StatusCode
-			// Without a Content-Length header the reply completes only when
-			// the handler returns, i.e. after the audit event is written
-			// (audit before the response completes): net/http then sends a
-			// short reply with the length it counted, a longer one chunked.
-			// resp.ContentLength stays, so ReverseProxy knows the reply is
-			// not a stream and does not flush it read by read.
-			resp.Header.Del("Content-Length")
-			// The response already carries contractd's X-Request-Id (set in
-			// chat); ReverseProxy adds the upstream's headers to it, so drop
-			// the upstream's own id rather than send two.
-			resp.Header.Del("X-Request-Id")
-			if resp.StatusCode >= 400 {
-				// An error body may echo what the upstream was sent: the
-				// key, as contract routes' 502 messages redact.
-				resp.ContentLength = -1 // redacting changes the length
-				return redactBody(resp, s.Caller.Keys(route.Upstream), bearerToken(r))
-			}
-			return nil
-		},
-		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-			// r is the outgoing request, whose context also ends at the
-			// upstream timeout, so ask the client's own context whether the
-			// client left; the timeout must answer 504, not an empty 200.
-			if clientCtx.Err() != nil {
-				status = 499
-				return // client gone: nothing to write
-			}
-			if errors.Is(err, context.DeadlineExceeded) || r.Context().Err() != nil {
-				failed = &APIError{Status: http.StatusGatewayTimeout, Type: typeUpstream, Code: CodeUpstreamTimeout, Message: "upstream did not answer in time"}
-			} else {
-				failed = &APIError{Status: http.StatusBadGateway, Type: typeUpstream, Code: CodeUpstreamError, Message: "upstream " + quoteForMessage(route.Upstream.Name) + " failed: connection failed", Internal: err}
-			}
-			writeError(w, failed)
-		},
-	}
 	// max_concurrency caps every call to the upstream, passthrough too.
 	release, err := s.Caller.sem.acquire(ctx, route.Upstream)
 	if err != nil {
@@ -127,20 +254,28 @@ func (s *Server) passthrough(ctx context.Context, w http.ResponseWriter, r *http
 		return
 	}
 	defer release()
-	headerTimer = time.AfterFunc(route.Upstream.Timeout, cancel)
-	defer headerTimer.Stop()
-	rp.ServeHTTP(w, r.WithContext(pctx))
-	// violations: [] as on contract attempts (the audit line has a list, not null).
-	x.ev.Attempts = []audit.Attempt{{Attempt: 1, UpstreamStatus: status, LatencyMS: ms(time.Since(start)), Violations: []contracts.Violation{}}}
+	if bt := bearerToken(r); bt != "" {
+		c.client = bt
+	}
+	// The upstream timeout bounds the wait for response headers only: a
+	// healthy stream may run longer, bounded by request_timeout (ctx). The
+	// timer starts once a max_concurrency slot is held, as on contract
+	// routes: queueing counts against request_timeout, not the call.
+	c.timer = time.AfterFunc(route.Upstream.Timeout, cancel)
+	defer c.timer.Stop()
+	rp := *s.pass // a copy per call for its ErrorLog, which only a complaint writes to
+	rp.ErrorLog = log.New((*proxyLog)(x), "", 0)
+	rp.ServeHTTP(w, r.WithContext(c))
+	x.ev.Attempts = attempt()
 	switch {
-	case failed != nil:
+	case c.failed != nil:
 		x.ev.Attempts[0].UpstreamStatus = 0
-		x.finish(ctx, failed.Status, audit.OutcomeUpstreamError, failed.Code)
-	case status == 499:
+		x.finish(ctx, c.failed.Status, audit.OutcomeUpstreamError, c.failed.Code)
+	case c.status == 499:
 		x.ev.Attempts[0].UpstreamStatus = 0
-		x.finish(ctx, status, audit.OutcomeRejected, "client_closed_request")
+		x.finish(ctx, c.status, audit.OutcomeRejected, CodeClientClosed)
 	default:
-		x.finish(ctx, status, audit.OutcomePassthrough, "")
+		x.finish(ctx, c.status, audit.OutcomePassthrough, "")
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httputil"
 	"net/url"
 	"os"
 	"path"
@@ -49,6 +50,7 @@ type Server struct {
 	inflight budget // server.max_inflight_bytes
 
 	schemaNotes schemaNotes // X-Contract-Schema-Replaced's once-only warnings
+	pass        *httputil.ReverseProxy
 }
 
 // state is a Runtime with what is derived from it at install time.
@@ -56,6 +58,7 @@ type state struct {
 	rt        *config.Runtime
 	keys      [][32]byte // SHA-256 of the client keys; empty: no auth
 	adminKeys [][32]byte // SHA-256 of the admin keys; empty: the client-key rule
+	pass      map[passKey]*passPlan
 }
 
 // NewServer returns a Server for rt.
@@ -64,6 +67,7 @@ func NewServer(rt *config.Runtime, caller *Caller, sink audit.Sink, logger *slog
 	if s.Logger == nil {
 		s.Logger = slog.New(slog.NewJSONHandler(io.Discard, nil))
 	}
+	s.pass = s.passProxy()
 	s.Conns.Max = func() int { return s.state.Load().rt.Server.MaxConnections }
 	if caller != nil && caller.replies == nil {
 		// Upstream replies share the request bodies' budget.
@@ -76,7 +80,7 @@ func NewServer(rt *config.Runtime, caller *Caller, sink audit.Sink, logger *slog
 
 // Swap installs rt for new requests.
 func (s *Server) Swap(rt *config.Runtime) {
-	st := &state{rt: rt}
+	st := &state{rt: rt, pass: passPlans(rt)}
 	st.keys = s.readKeys(rt.Server.APIKeysEnv)
 	st.adminKeys = s.readKeys(rt.Server.AdminKeysEnv)
 	s.state.Store(st)
@@ -233,9 +237,11 @@ func bearerToken(r *http.Request) string {
 }
 
 func newRequestID() string {
-	var b [12]byte
-	_, _ = rand.Read(b[:])
-	return "req_" + hex.EncodeToString(b[:])
+	var r [12]byte
+	_, _ = rand.Read(r[:])
+	b := [4 + 24]byte{'r', 'e', 'q', '_'}
+	hex.Encode(b[4:], r[:])
+	return string(b[:]) // one allocation
 }
 
 // exchange is one chat-completions or responses request in flight: its
@@ -359,7 +365,7 @@ func (s *Server) serveRoute(w http.ResponseWriter, r *http.Request, e *edge, pat
 		return
 	}
 	if route.Passthrough {
-		s.passthrough(ctx, w, r, x, route, obj)
+		s.passthrough(ctx, cancel, w, r, x, route, obj)
 		return
 	}
 	var msgs []clientMessage

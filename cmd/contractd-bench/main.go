@@ -18,6 +18,7 @@
 // concurrency at 512, runs at 10.
 //
 //	go run ./cmd/contractd-bench [-duration 5s] [-concurrency 1,16,64] [-runs 3] [-out docs/benchmarks.md]
+//		[-targets bare,hop] [-edge-pairs 0]   (while iterating on one hop)
 package main
 
 import (
@@ -70,6 +71,10 @@ type options struct {
 	logLevel         string
 	gogc             string
 	logBesideConfig  bool
+	// only, when set, limits the measured targets (iterating on one hop);
+	// pairs is the number of Responses/chat edge pairs per run.
+	only  map[string]bool
+	pairs int
 }
 
 func main() {
@@ -78,7 +83,7 @@ func main() {
 
 func mainErr() int {
 	var o options
-	var concs, bareUpstream, bareListen string
+	var concs, bareUpstream, bareListen, targets string
 	flag.StringVar(&bareUpstream, "bare-proxy", "", "internal: run the bare proxy in front of this upstream URL")
 	flag.StringVar(&bareListen, "listen", "", "internal: the bare proxy's listen address")
 	flag.DurationVar(&o.duration, "duration", 5*time.Second, "measured duration of each phase (max 60s)")
@@ -91,10 +96,28 @@ func mainErr() int {
 	flag.StringVar(&o.logLevel, "log-level", "info", "contractd's server.log_level for the run")
 	flag.BoolVar(&o.logBesideConfig, "log-beside-config", false, "write contractd's log into the config's directory (measures what that costs)")
 	flag.StringVar(&o.gogc, "gogc", "", "GOGC for the contractd process only (default: inherited)")
+	flag.StringVar(&targets, "targets", "", "measure only these of direct,bare,hop,contractd (iterating; the report then has gaps)")
+	flag.IntVar(&o.pairs, "edge-pairs", edgePairs, "Responses/chat edge pairs per run and concurrency (0: skip; max 10)")
 	flag.Parse()
 	if bareUpstream != "" {
 		fmt.Fprintln(os.Stderr, "contractd-bench: bare proxy:", runBareProxy(bareListen, bareUpstream))
 		return 1
+	}
+	if targets != "" {
+		o.only = map[string]bool{}
+		for _, t := range strings.Split(targets, ",") {
+			switch t = strings.TrimSpace(t); t {
+			case "direct", "bare", "hop", "contractd":
+				o.only[t] = true
+			default:
+				fmt.Fprintf(os.Stderr, "contractd-bench: unknown target %q (direct, bare, hop, contractd)\n", t)
+				return 2
+			}
+		}
+	}
+	if o.pairs < 0 || o.pairs > 10 {
+		fmt.Fprintln(os.Stderr, "contractd-bench: -edge-pairs must be in [0, 10]")
+		return 2
 	}
 	for _, s := range strings.Split(concs, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(s))
@@ -210,9 +233,13 @@ func bench(ctx context.Context, o options) error {
 				order = []target{proxied, hop, bare, direct}
 			}
 			var cl cell
+			cl.direct.Concurrency = c // the report's row key, also when -targets skips direct
 			for _, t := range order {
 				if ctx.Err() != nil {
 					return ctx.Err()
+				}
+				if o.only != nil && !o.only[t.Name] {
+					continue
 				}
 				if o.warmup > 0 {
 					run(ctx, client, t, body, c, o.warmup)
@@ -256,7 +283,7 @@ func bench(ctx context.Context, o options) error {
 			}
 			// The two edges, in short alternating phases so drift on a
 			// shared machine hits both alike.
-			for i := 0; i < edgePairs; i++ {
+			for i := 0; i < o.pairs; i++ {
 				first, second := proxied, responses
 				if (r+i)%2 == 1 {
 					first, second = responses, proxied
