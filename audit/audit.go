@@ -10,7 +10,6 @@
 package audit
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -127,24 +126,23 @@ type writerSink struct {
 }
 
 // lineBuffers hold events being encoded, reused across events.
-var lineBuffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+var lineBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
 
 func (s *writerSink) Write(ev *Event) error {
-	b := lineBuffers.Get().(*bytes.Buffer)
+	p := lineBuffers.Get().(*[]byte)
+	b, err := appendEvent((*p)[:0], ev)
 	defer func() {
-		if b.Cap() <= 64<<10 { // an include_content line may be large: not kept
-			lineBuffers.Put(b)
+		if cap(b) <= 64<<10 { // an include_content line may be large: not kept
+			*p = b
+			lineBuffers.Put(p)
 		}
 	}()
-	b.Reset()
-	enc := json.NewEncoder(b)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(ev); err != nil {
+	if err != nil {
 		return err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	_, err := s.w.Write(b.Bytes()) // one write per line: O_APPEND keeps lines whole
+	_, err = s.w.Write(b) // one write per line: O_APPEND keeps lines whole
 	return err
 }
 

@@ -1,0 +1,259 @@
+package audit
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"math"
+	"strconv"
+	"time"
+	"unicode/utf8"
+
+	"github.com/contractd/contractd/contracts"
+)
+
+// appendEvent appends ev's audit line (with its newline) to b: the bytes
+// json.Encoder with SetEscapeHTML(false) writes for an Event, field for
+// field, without reflection. Every request writes one; TestAppendEvent
+// holds it to encoding/json's output.
+func appendEvent(b []byte, ev *Event) ([]byte, error) {
+	b = append(b, `{"event":`...)
+	b = appendString(b, ev.Event)
+	b = append(b, `,"time":`...)
+	var err error
+	if b, err = appendTime(b, ev.Time); err != nil {
+		return b, err
+	}
+	b = append(b, `,"request_id":`...)
+	b = appendString(b, ev.RequestID)
+	b = append(b, `,"route":`...)
+	b = appendString(b, ev.Route)
+	if ev.API != "" {
+		b = append(b, `,"api":`...)
+		b = appendString(b, ev.API)
+	}
+	b = append(b, `,"outcome":`...)
+	b = appendString(b, ev.Outcome)
+	b = append(b, `,"status":`...)
+	b = strconv.AppendInt(b, int64(ev.Status), 10)
+	b = append(b, `,"duration_ms":`...)
+	if b, err = appendFloat(b, ev.DurationMS); err != nil {
+		return b, err
+	}
+	b = append(b, `,"prompt":`...)
+	b = appendRef(b, ev.Prompt)
+	b = append(b, `,"contract":`...)
+	b = appendRef(b, ev.Contract)
+	b = append(b, `,"input_sha256":`...)
+	b = appendString(b, ev.InputSHA256)
+	b = append(b, `,"attempts":`...)
+	if ev.Attempts == nil {
+		b = append(b, "null"...)
+	} else {
+		b = append(b, '[')
+		for i := range ev.Attempts {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			if b, err = appendAttempt(b, &ev.Attempts[i]); err != nil {
+				return b, err
+			}
+		}
+		b = append(b, ']')
+	}
+	b = append(b, `,"usage":`...)
+	b = appendUsage(b, ev.Usage)
+	b = append(b, `,"budget":`...)
+	if ev.Budget == nil {
+		b = append(b, "null"...)
+	} else {
+		b = append(b, `{"max_total_tokens":`...)
+		b = strconv.AppendInt(b, int64(ev.Budget.MaxTotalTokens), 10)
+		b = append(b, `,"used":`...)
+		b = strconv.AppendInt(b, int64(ev.Budget.Used), 10)
+		b = append(b, '}')
+	}
+	if ev.ErrorCode != "" {
+		b = append(b, `,"error_code":`...)
+		b = appendString(b, ev.ErrorCode)
+	}
+	if ev.Deduplicated {
+		b = append(b, `,"deduplicated":true`...)
+	}
+	if ev.ReviewID != "" {
+		b = append(b, `,"review_id":`...)
+		b = appendString(b, ev.ReviewID)
+	}
+	if len(ev.Input) > 0 {
+		b = append(b, `,"input":`...)
+		// As encoding/json writes a RawMessage: checked and compacted.
+		buf := bytes.NewBuffer(b)
+		if err := json.Compact(buf, ev.Input); err != nil {
+			return b, err
+		}
+		b = buf.Bytes()
+	}
+	return append(b, "}\n"...), nil
+}
+
+func appendRef(b []byte, r *Ref) []byte {
+	if r == nil {
+		return append(b, "null"...)
+	}
+	b = append(b, `{"name":`...)
+	b = appendString(b, r.Name)
+	b = append(b, `,"sha256":`...)
+	b = appendString(b, r.SHA256)
+	return append(b, '}')
+}
+
+func appendUsage(b []byte, u Usage) []byte {
+	b = append(b, `{"prompt_tokens":`...)
+	b = strconv.AppendInt(b, int64(u.PromptTokens), 10)
+	b = append(b, `,"completion_tokens":`...)
+	b = strconv.AppendInt(b, int64(u.CompletionTokens), 10)
+	b = append(b, `,"total_tokens":`...)
+	b = strconv.AppendInt(b, int64(u.TotalTokens), 10)
+	return append(b, '}')
+}
+
+func appendAttempt(b []byte, a *Attempt) ([]byte, error) {
+	var err error
+	b = append(b, `{"attempt":`...)
+	b = strconv.AppendInt(b, int64(a.Attempt), 10)
+	b = append(b, `,"temperature":`...)
+	if b, err = appendFloat(b, a.Temperature); err != nil {
+		return b, err
+	}
+	b = append(b, `,"shortened":`...)
+	b = strconv.AppendBool(b, a.Shortened)
+	b = append(b, `,"finish_reason":`...)
+	b = appendString(b, a.FinishReason)
+	b = append(b, `,"upstream_status":`...)
+	b = strconv.AppendInt(b, int64(a.UpstreamStatus), 10)
+	b = append(b, `,"latency_ms":`...)
+	if b, err = appendFloat(b, a.LatencyMS); err != nil {
+		return b, err
+	}
+	b = append(b, `,"usage":`...)
+	b = appendUsage(b, a.Usage)
+	b = append(b, `,"violations":`...)
+	b = appendViolations(b, a.Violations)
+	b = append(b, `,"output_sha256":`...)
+	b = appendString(b, a.OutputSHA256)
+	if a.Output != nil {
+		b = append(b, `,"output":`...)
+		b = appendString(b, *a.Output)
+	}
+	return append(b, '}'), nil
+}
+
+func appendViolations(b []byte, vs []contracts.Violation) []byte {
+	if vs == nil {
+		return append(b, "null"...)
+	}
+	b = append(b, '[')
+	for i := range vs {
+		v := &vs[i]
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"kind":`...)
+		b = appendString(b, v.Kind)
+		b = append(b, `,"path":`...)
+		b = appendString(b, v.Path)
+		b = append(b, `,"rule":`...)
+		b = appendString(b, v.Rule)
+		b = append(b, `,"message":`...)
+		b = appendString(b, v.Message)
+		b = append(b, '}')
+	}
+	return append(b, ']')
+}
+
+// appendTime is time.Time's MarshalJSON.
+func appendTime(b []byte, t time.Time) ([]byte, error) {
+	if y := t.Year(); y < 0 || y > 9999 {
+		return b, errors.New("audit: event time year outside of range [0,9999]")
+	}
+	b = append(b, '"')
+	b = t.AppendFormat(b, time.RFC3339Nano)
+	return append(b, '"'), nil
+}
+
+// appendFloat writes a float64 as encoding/json does (ES6 number
+// formatting); NaN and infinities are an error there too.
+func appendFloat(b []byte, f float64) ([]byte, error) {
+	if math.IsInf(f, 0) || math.IsNaN(f) {
+		return b, errors.New("audit: unsupported value: " + strconv.FormatFloat(f, 'g', -1, 64))
+	}
+	format := byte('f')
+	if abs := math.Abs(f); abs != 0 && (abs < 1e-6 || abs >= 1e21) {
+		format = 'e'
+	}
+	b = strconv.AppendFloat(b, f, format, -1, 64)
+	if format == 'e' { // e-09 → e-9
+		n := len(b)
+		if n >= 4 && b[n-4] == 'e' && b[n-3] == '-' && b[n-2] == '0' {
+			b[n-2] = b[n-1]
+			b = b[:n-1]
+		}
+	}
+	return b, nil
+}
+
+const hexDigits = "0123456789abcdef"
+
+// appendString quotes s as encoding/json does without HTML escaping:
+// control characters escaped, invalid UTF-8 as \ufffd, U+2028 and U+2029
+// escaped.
+func appendString(b []byte, s string) []byte {
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		if c := s[i]; c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' {
+				i++
+				continue
+			}
+			b = append(b, s[start:i]...)
+			switch c {
+			case '\\', '"':
+				b = append(b, '\\', c)
+			case '\b':
+				b = append(b, '\\', 'b')
+			case '\f':
+				b = append(b, '\\', 'f')
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b = append(b, s[start:i]...)
+			b = append(b, `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			b = append(b, s[start:i]...)
+			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xF])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
+}
