@@ -405,11 +405,26 @@ func TestSwitchReopen(t *testing.T) {
 			}
 		}()
 	}
-	time.Sleep(20 * time.Millisecond)
+	// Until lines went to each file: a fixed sleep left a empty on a
+	// loaded machine (the writers had not run yet).
+	waitWritten := func(n int) {
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+			mu.Lock()
+			k := len(written)
+			mu.Unlock()
+			if k > n {
+				return
+			}
+		}
+	}
+	waitWritten(0)
 	if changed, err := s.Reopen("file", b); !changed || err != nil {
 		t.Fatalf("to b: changed %v, %v", changed, err)
 	}
-	time.Sleep(20 * time.Millisecond)
+	mu.Lock()
+	n := len(written)
+	mu.Unlock()
+	waitWritten(n + 32) // past the writes in flight at the switch
 	close(stop)
 	wg.Wait()
 	if _, err := s.Reopen("none", ""); err != nil {
