@@ -53,7 +53,8 @@ func keys(m map[string]any) []string {
 	return out
 }
 
-// TestEventJSON: the line's field names are SPEC §6's; output and input
+// TestEventJSON: the line's field names are the documented audit format
+// that log pipelines parse, so none may be renamed; output and input
 // appear only when set (include_content); transport tries are not written;
 // HTML characters are not escaped; one line, newline-terminated.
 func TestEventJSON(t *testing.T) {

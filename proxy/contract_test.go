@@ -1,6 +1,7 @@
 package proxy
 
-// Contract-route answers: the success body (§9 wire shapes), the
+// Contract-route answers: the success body (an ordinary chat completion,
+// so OpenAI SDKs parse it unchanged), the
 // 422 review, budgets, upstream violations, and streaming.
 
 import (

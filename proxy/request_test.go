@@ -1,7 +1,7 @@
 package proxy
 
-// What the upstream receives on contract routes (§9 "Upstream
-// body on contract routes"): route fields set, client fields forwarded byte
+// What the upstream receives on contract routes: route fields set (the
+// route, not the client, decides model and sampling), client fields forwarded byte
 // for byte, the registered prompt injected, shortening on retry, and never
 // the client's key.
 

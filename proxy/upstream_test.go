@@ -1,7 +1,8 @@
 package proxy
 
-// Upstream failures (SPEC §3 502/504 rows, §9 "Upstream failures are not
-// contract violations") and transport retries (§5).
+// Upstream failures answer 502/504 upstream_error, never a contract
+// violation (the client retries later instead of treating its output as
+// rejected), and transport retries do not count as contract attempts.
 
 import (
 	"context"

@@ -51,7 +51,8 @@ var allowed = map[int]bool{200: true, 400: true, 401: true, 404: true, 413: true
 // FuzzRequestReader throws arbitrary bodies (and a choice of path and
 // key) at the chat endpoint and at proxy.Render. Nothing may panic; every
 // answer is either a success of the right shape or an OpenAI error
-// envelope with a status from SPEC §3.
+// envelope with one of the statuses the API documents (clients switch on
+// them).
 func FuzzRequestReader(f *testing.F) {
 	for _, s := range []string{
 		askC, askP, `{}`, `[]`, `null`, ``, `{"model":"c"}`, `{"model":"nope","messages":[]}`,

@@ -4,17 +4,14 @@ package faults
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"go/ast"
-	"go/format"
-	"go/parser"
-	"go/token"
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -23,6 +20,7 @@ import (
 	"time"
 
 	"github.com/contractd/contractd/config"
+	"github.com/contractd/contractd/internal/testkit"
 	"github.com/contractd/contractd/proxy"
 )
 
@@ -47,9 +45,9 @@ func TestAuth(t *testing.T) {
 	for _, k := range []string{keyAlpha, keyBeta} {
 		wantOK(t, e.post(context.Background(), askC, "Authorization: Bearer "+k))
 	}
-	// Auth comes first (SPEC §9 order): an unauthenticated oversized or
-	// malformed body is a 401, never a 413 or 400, and never reaches the
-	// upstream.
+	// Auth comes first: an unauthenticated oversized or malformed body is
+	// a 401, never a 413 or 400 (those would tell a stranger about the
+	// route's limits), and never reaches the upstream.
 	hits := up.Hits()
 	wantError(t, e.post(context.Background(), strings.Repeat("x", 10000), "Authorization:"), 401, "authentication_error", "invalid_api_key")
 	wantError(t, e.post(context.Background(), "{", "Authorization: Bearer nope"), 401, "authentication_error", "invalid_api_key")
@@ -331,7 +329,13 @@ func TestHeaderLimit(t *testing.T) {
 // slowConn opens a raw connection to the hardened server.
 func slowConn(t *testing.T, e *env) net.Conn {
 	t.Helper()
-	c, err := net.Dial("tcp", strings.TrimPrefix(e.url, "http://"))
+	return rawConn(t, strings.TrimPrefix(e.url, "http://"))
+}
+
+// rawConn opens a connection to addr, closed when the test ends.
+func rawConn(t *testing.T, addr string) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -456,31 +460,139 @@ func TestSlowClients(t *testing.T) {
 	})
 }
 
-// TestServeGoHardening checks that cmd/contractd/serve.go builds its
-// servers with proxy.NewHTTPServer and puts proxy's per-request deadlines
-// in front of every handler, and that those have the values this suite
-// scales down (serveGoTimeouts).
-func TestServeGoHardening(t *testing.T) {
-	fset := token.NewFileSet()
-	f, err := parser.ParseFile(fset, "../../cmd/contractd/serve.go", nil, 0)
-	if err != nil {
-		t.Fatalf("serve.go: %v", err)
+// TestServeHardening runs the binary, so that what the rest of this suite
+// proves in process (with the limits scaled down) holds for what operators
+// deploy: cmd/contractd serve puts both listeners behind the hardened
+// http.Server and the per-request deadlines, and the API one behind
+// max_connections.
+func TestServeHardening(t *testing.T) {
+	noLeaks(t)
+	bin := testkit.BuildContractd(t)
+	up := newUpstream(t, okHandler)
+	api, admin := testkit.FreeAddr(t), testkit.FreeAddr(t)
+	path := filepath.Join(t.TempDir(), "contractd.yaml")
+	y := configYAML(up.URL(), opts{Listen: api, AdminListen: admin, BodyReadTimeout: "500ms", MaxConnections: "2"})
+	if err := os.WriteFile(path, []byte(y), 0o600); err != nil {
+		t.Fatal(err)
 	}
-	calls := map[string]int{}
-	ast.Inspect(f, func(n ast.Node) bool {
-		if call, ok := n.(*ast.CallExpr); ok {
-			calls[exprString(fset, call.Fun)]++
-		}
-		if cl, ok := n.(*ast.CompositeLit); ok {
-			if sel, ok := cl.Type.(*ast.SelectorExpr); ok && sel.Sel.Name == "Server" && exprString(fset, sel.X) == "http" {
-				t.Errorf("serve.go builds an http.Server itself; use proxy.NewHTTPServer")
+	testkit.StartDaemon(t, bin, path, []string{"FAULTS_UPSTREAM_KEY=" + upstreamKey}, api, admin)
+
+	// Slow headers, on both listeners: started first (the full-scale
+	// header timeout is 10 s) and checked last. At one byte per 100 ms the
+	// head would take 30 s to arrive.
+	head := "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n" + strings.Repeat("X-Slow: yes\r\n", 20) + "\r\n"
+	type hold struct {
+		d   time.Duration
+		err error
+	}
+	holders := map[string]chan hold{}
+	for _, addr := range []string{api, admin} {
+		c := rawConn(t, addr)
+		ch := make(chan hold, 1)
+		go func() { d, err := trickle(c, head, 100*time.Millisecond); ch <- hold{d, err} }()
+		holders[addr] = ch
+	}
+
+	// Header size: within MaxHeaderBytes is served, past it is 431 before
+	// any handler runs (net/http's own default would take 1 MiB).
+	for _, l := range []struct{ name, addr, req string }{
+		{"api", api, "POST /v1/chat/completions HTTP/1.1\r\nContent-Length: " + fmt.Sprint(len(askC)) + "\r\n"},
+		{"admin", admin, "GET /healthz HTTP/1.1\r\n"},
+	} {
+		for _, c := range []struct{ size, want int }{{32 << 10, 200}, {serveGoMaxHeaderBytes + 16<<10, 431}} {
+			req := l.req + "Host: x\r\nConnection: close\r\nX-Big: " + strings.Repeat("a", c.size) + "\r\n\r\n"
+			if l.name == "api" {
+				req += askC
+			}
+			if got := rawStatus(t, l.addr, req); got != c.want {
+				t.Errorf("%s listener, %d KiB header: status %d, want %d", l.name, c.size>>10, got, c.want)
 			}
 		}
-		return true
-	})
-	if calls["proxy.NewHTTPServer"] == 0 || calls["srv.Deadlines"] == 0 || calls["srv.Conns.Listener"] == 0 {
-		t.Errorf("serve.go must serve through proxy.NewHTTPServer, srv.Deadlines (admin) and srv.Conns.Listener (api); calls: %v", calls)
 	}
+
+	// Per-request deadlines: a body trickled slower than body_read_timeout
+	// (500 ms here) is cut there, on the admin listener too.
+	for _, l := range []struct{ name, addr, path, body string }{
+		{"api", api, "/v1/chat/completions", askC},
+		{"admin", admin, "/admin/check", `{"route":"c","output":{"answer":"forty-two"}}`},
+	} {
+		c := rawConn(t, l.addr)
+		fmt.Fprintf(c, "POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", l.path, len(l.body))
+		held, err := trickle(c, l.body, 50*time.Millisecond)
+		c.Close()
+		if err != nil || held < 400*time.Millisecond || held > 1500*time.Millisecond {
+			t.Errorf("%s listener: slow body held %v (%v), want cut at body_read_timeout 500ms", l.name, held, err)
+		}
+	}
+
+	// max_connections 2 caps the API listener: the slow-header holder and
+	// one idle connection fill it, and a request waits (in the kernel's
+	// backlog, accepted in order) until one closes. The admin listener is
+	// not capped: health checks must get through a flood.
+	idle := rawConn(t, api)
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	t.Cleanup(client.CloseIdleConnections)
+	done := make(chan error, 1)
+	go func() {
+		resp, err := client.Post("http://"+api+"/v1/chat/completions", "application/json", strings.NewReader(askC))
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode != 200 {
+				err = fmt.Errorf("status %d", resp.StatusCode)
+			}
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		t.Fatalf("a third API connection was served at max_connections 2 (%v)", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	if got := rawStatus(t, admin, "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"); got != 200 {
+		t.Errorf("admin /healthz with the API listener at its cap: %d", got)
+	}
+	idle.Close()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("the waiting request, once a connection closed: %v", err)
+		}
+	case <-time.After(3 * time.Second):
+		t.Fatal("the waiting request was not served after a connection closed")
+	}
+
+	for _, l := range []struct{ name, addr string }{{"api", api}, {"admin", admin}} {
+		h := <-holders[l.addr]
+		if h.err != nil || h.d < serveGoTimeouts.ReadHeader-time.Second || h.d > serveGoTimeouts.ReadHeader+2500*time.Millisecond {
+			t.Errorf("%s listener: slow-header connection held %v (%v), want cut at the header timeout %v", l.name, h.d, h.err, serveGoTimeouts.ReadHeader)
+		}
+	}
+}
+
+// rawStatus writes req on a fresh connection to addr and returns the
+// response's status (0 when none came). The response is read while the
+// request is still being written: a server that refuses a request midway
+// answers before it has read it all.
+func rawStatus(t *testing.T, addr, req string) int {
+	t.Helper()
+	c := rawConn(t, addr)
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	go func() { _, _ = c.Write([]byte(req)) }()
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Logf("%s: no response: %v", addr, err)
+		return 0
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// TestServeGoTimeoutsMirrored: this suite scales serve.go's limits down
+// (testTimeouts), which proves the real server only while the full-scale
+// values are the ones proxy.NewHTTPServer and the defaults have.
+// TestServeHardening shows the binary serves through them.
+func TestServeGoTimeoutsMirrored(t *testing.T) {
 	hs := proxy.NewHTTPServer(nil)
 	if hs.ReadHeaderTimeout != serveGoTimeouts.ReadHeader || hs.IdleTimeout != serveGoTimeouts.Idle || hs.MaxHeaderBytes != serveGoMaxHeaderBytes {
 		t.Errorf("NewHTTPServer: %+v; this suite mirrors %+v", hs, serveGoTimeouts)
@@ -491,14 +603,6 @@ func TestServeGoHardening(t *testing.T) {
 	if proxy.DefaultWriteGrace != serveGoTimeouts.Write || config.DefaultBodyReadTimeout != serveGoTimeouts.Read {
 		t.Error("serveGoTimeouts drifted from proxy.DefaultWriteGrace / config.DefaultBodyReadTimeout")
 	}
-}
-
-func exprString(fset *token.FileSet, e ast.Expr) string {
-	var b bytes.Buffer
-	if err := format.Node(&b, fset, e); err != nil {
-		return err.Error()
-	}
-	return b.String()
 }
 
 // An upstream that echoes the key it was sent (OpenAI masks it in its 401

@@ -2,14 +2,15 @@
 // upstream misbehaves (5xx, 429, resets, garbage, unasked SSE, hangs, huge
 // bodies), the client misbehaves (disconnects, slow headers and bodies,
 // oversized headers and bodies, wrong keys, floods), and the config is
-// reloaded under load. Each case asserts the outcome SPEC §3/§9 defines,
+// reloaded under load. Each case asserts the documented status and error
+// code a client sees,
 // that nothing panics, and that no goroutine or file descriptor outlives
 // the test.
 //
 // The pieces are the real ones: config.LoadBytes compiles the config,
-// proxy.NewServer serves it, and hardServer builds an http.Server with the
-// same settings cmd/contractd/serve.go uses (TestServeGoHardening keeps the
-// two in step).
+// proxy.NewServer serves it, and hardServer serves it through
+// proxy.NewHTTPServer as cmd/contractd/serve.go does (TestServeHardening
+// runs the binary itself against the same limits).
 package faults
 
 import (
@@ -234,6 +235,8 @@ type opts struct {
 	NoPassthrough  bool
 	// server limits ("": default).
 	BodyReadTimeout, MaxInflight, MaxConnections string
+	// listeners, for the binary ("": the default).
+	Listen, AdminListen string
 }
 
 func configYAML(upURL string, o opts) string {
@@ -251,7 +254,8 @@ func configYAML(upURL string, o opts) string {
 	if o.RateLimit != "" {
 		b.WriteString("  rate_limit: " + o.RateLimit + "\n")
 	}
-	for _, kv := range [][2]string{{"body_read_timeout", o.BodyReadTimeout}, {"max_inflight_bytes", o.MaxInflight}, {"max_connections", o.MaxConnections}} {
+	for _, kv := range [][2]string{{"body_read_timeout", o.BodyReadTimeout}, {"max_inflight_bytes", o.MaxInflight}, {"max_connections", o.MaxConnections},
+		{"listen", o.Listen}, {"admin_listen", o.AdminListen}} {
 		if kv[1] != "" {
 			b.WriteString("  " + kv[0] + ": " + kv[1] + "\n")
 		}
@@ -484,8 +488,8 @@ type hardTimeouts struct {
 	ReadHeader, Read, Write, Idle time.Duration
 }
 
-// serveGoTimeouts are the full-scale values; TestServeGoHardening checks
-// proxy.NewHTTPServer and the config defaults still have them.
+// serveGoTimeouts are the full-scale values; TestServeGoTimeoutsMirrored
+// checks proxy.NewHTTPServer and the config defaults still have them.
 var serveGoTimeouts = hardTimeouts{ReadHeader: 10 * time.Second, Read: 30 * time.Second, Write: 30 * time.Second, Idle: 120 * time.Second}
 
 // serveGoMaxHeaderBytes mirrors serve.go's MaxHeaderBytes.

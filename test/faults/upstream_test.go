@@ -1,9 +1,9 @@
 package faults
 
-// The upstream misbehaves. Expected outcomes (SPEC §3 error table, §9
-// "Upstream failures are not contract violations"): connect errors,
-// per-call timeouts, 429 and 5xx are retried up to max_retries (Retry-After
-// honoured) and then answered at once with 502 upstream_error (the status
+// The upstream misbehaves. An upstream failure is never reported as a
+// contract violation (the client must be able to tell "try again later"
+// from "your output was rejected"): connect errors, per-call timeouts, 429
+// and 5xx are retried up to max_retries (Retry-After honoured) and then answered at once with 502 upstream_error (the status
 // in the message) or 504 upstream_timeout; any other 4xx, or a 200 whose
 // body is not a chat completion, is 502 at once without a retry.
 

@@ -1,7 +1,8 @@
 //go:build soak
 
-// Package soak reproduces issue 16's load probe against the real binary and
-// asserts SPEC §15's bounds (make soak; CI runs it after make test). It is
+// Package soak reproduces a hostile-load probe against the real binary and
+// asserts the memory and latency bounds the daemon promises operators who
+// size it for a 300 MiB budget (make soak; CI runs it after make test). It is
 // loopback only and bounded in time and count: four phases of seconds each,
 // at most 1,000 connections.
 //
@@ -37,6 +38,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/contractd/contractd/internal/testkit"
 )
 
 // baselineCommit is the last commit before issue 16's changes to the body
@@ -52,30 +55,6 @@ const (
 )
 
 // ------------------------------------------------------------------ build
-
-func moduleRoot(t *testing.T) string {
-	dir, _ := os.Getwd()
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("no go.mod above the working directory")
-		}
-		dir = parent
-	}
-}
-
-func goBuild(t *testing.T, dir, out string) {
-	t.Helper()
-	cmd := exec.Command("go", "build", "-trimpath", "-o", out, "./cmd/contractd")
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GOTOOLCHAIN=local", "GOFLAGS=-mod=mod")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build in %s: %v\n%s", dir, err, b)
-	}
-}
 
 // buildBaseline builds the baseline commit from git (git archive into a
 // temp dir), so the comparison is measured in this run, on this machine.
@@ -112,7 +91,7 @@ func buildBaseline(t *testing.T, root, tmp string) string {
 		t.Fatalf("git archive %s (the baseline; a full clone is needed): %v\n%s", commit, err, b)
 	}
 	out := filepath.Join(tmp, "contractd-baseline")
-	goBuild(t, src, out)
+	testkit.GoBuild(t, src, out)
 	return out
 }
 
@@ -159,18 +138,8 @@ func newMock() *mock {
 // ----------------------------------------------------------------- daemon
 
 type daemon struct {
-	cmd  *exec.Cmd
+	*testkit.Daemon
 	addr string
-	log  *bytes.Buffer
-}
-
-func freeAddr(t *testing.T) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
 }
 
 const configYAML = `server:
@@ -200,62 +169,26 @@ const limitsYAML = `  max_inflight_bytes: 67108864
 func start(t *testing.T, bin, upURL string, limits bool) *daemon {
 	t.Helper()
 	dir := t.TempDir()
-	addr := freeAddr(t)
+	addr := testkit.FreeAddr(t)
 	lim := ""
 	if limits {
 		lim = limitsYAML
 	}
-	cfg := strings.NewReplacer("@LISTEN@", addr, "@ADMIN@", freeAddr(t), "@UP@", upURL, "@LIMITS@", lim).Replace(configYAML)
+	cfg := strings.NewReplacer("@LISTEN@", addr, "@ADMIN@", testkit.FreeAddr(t), "@UP@", upURL, "@LIMITS@", lim).Replace(configYAML)
 	path := filepath.Join(dir, "contractd.yaml")
 	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	d := &daemon{addr: addr, log: &bytes.Buffer{}}
-	d.cmd = exec.Command(bin, "serve", "-c", path)
-	d.cmd.Env = append(os.Environ(), "GOGC=", "GOMEMLIMIT=")
+	env := []string{"GOGC=", "GOMEMLIMIT="}
 	if os.Getenv("SOAK_GCTRACE") != "" {
-		d.cmd.Env = append(d.cmd.Env, "GODEBUG=gctrace=1")
+		env = append(env, "GODEBUG=gctrace=1")
 	}
-	d.cmd.Stderr = &lockedWriter{w: d.log}
-	if err := d.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { d.stop() })
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		c, err := net.Dial("tcp", addr)
-		if err == nil {
-			c.Close()
-			return d
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("daemon did not listen on %s: %s", addr, d.log)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
-func (d *daemon) stop() {
-	if d.cmd.ProcessState == nil && d.cmd.Process != nil {
-		_ = d.cmd.Process.Kill()
-		_ = d.cmd.Wait()
-	}
-}
-
-type lockedWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
+	return &daemon{Daemon: testkit.StartDaemon(t, bin, path, env, addr), addr: addr}
 }
 
 // rss reads the daemon's resident set from /proc.
 func (d *daemon) rss() int64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", d.cmd.Process.Pid))
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", d.Cmd.Process.Pid))
 	if err != nil {
 		return 0
 	}
@@ -497,10 +430,10 @@ func closedLoop(d *daemon, conc int, body []byte, dur time.Duration) (float64, m
 // ------------------------------------------------------------------- test
 
 func TestSoak(t *testing.T) {
-	root := moduleRoot(t)
+	root := testkit.ModuleRoot(t)
 	tmp := t.TempDir()
 	bin := filepath.Join(tmp, "contractd")
-	goBuild(t, root, bin)
+	testkit.GoBuild(t, root, bin)
 	base := buildBaseline(t, root, tmp)
 
 	up := &http.Server{Handler: newMock()}
@@ -520,7 +453,7 @@ func TestSoak(t *testing.T) {
 		took, r := d.settle()
 		rep.add(t, "| %s | settle | RSS %s after %.1f s |", phase, mib(r), took.Seconds())
 		if r >= settledRSS {
-			lines := strings.Split(d.log.String(), "\n")
+			lines := strings.Split(d.Log.String(), "\n")
 			t.Logf("daemon log tail:\n%s", strings.Join(lines[max(0, len(lines)-15):], "\n"))
 			t.Errorf("%s: RSS %s after %v, want under %s within %v", phase, mib(r), took.Round(time.Second), mib(settledRSS), settleTime)
 		}
@@ -577,7 +510,7 @@ func TestSoak(t *testing.T) {
 				t.Errorf("statuses %v", st)
 			}
 		}
-		bd.stop()
+		bd.Stop()
 		sn, sb := now[0]+now[1], was[0]+was[1]
 		ratio := sn / sb
 		rep.add(t, "| bodies: c64 × 900 KB, 2 × 8 s alternated with the baseline (%s) | peak RSS %s (baseline %s) | %.0f req/s vs baseline %.0f req/s: ratio %.2f |",
