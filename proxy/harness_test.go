@@ -137,20 +137,7 @@ labels:
   - name: intent
     values: [claim, billing, other]
 prompts:
-  - name: classify
-    input_schema:
-      type: object
-      required: [subject, body]
-      additionalProperties: false
-      properties: {subject: {type: string}, body: {type: string}}
-    example_input: {subject: "Broken window", body: "My window broke during the storm."}
-    system: |
-      Classify the email. Allowed intents: {{ join (labels "intent") ", " }}.
-      Reply with one JSON object matching this schema: {{ schema }}
-    user: |
-      Subject: {{ .Input.subject }}
-      {{ .Input.body }}
-  - name: freeform
+@CLASSIFY_PROMPT@  - name: freeform
     system: |
       Answer the user's question as JSON: {{ schema }}
 contracts:
@@ -269,6 +256,7 @@ outer:
 		"@CLASSIFY_TEMP@", testkit.Or(c.ClassifyTemp, "0.7"),
 		"@INCLUDE@", fmt.Sprint(c.IncludeContent),
 		"@SERVER_EXTRA@", c.ServerExtra,
+		"@CLASSIFY_PROMPT@", testkit.ClassifyPrompt("Classify the email."),
 	).Replace(b.String())
 }
 

@@ -24,9 +24,10 @@ import (
 	"github.com/contractd/contractd/proxy"
 )
 
-// The config: an e-mail classifier with an input schema, labels, evidence
-// against /body and prompt_leak. {{SCHEMA}}, {{SYSTEM}} and {{UPSTREAM}}
-// are replaced per test.
+// The config: the shared e-mail classifier prompt (testkit.ClassifyPrompt,
+// its role sentence per test), labels, evidence against /body and
+// prompt_leak. {{SCHEMA}}, {{PROMPT}} and {{UPSTREAM}} are replaced per
+// test.
 const configTmpl = `
 audit: {sink: none, include_content: {{CONTENT}}}
 upstreams:
@@ -34,20 +35,7 @@ upstreams:
 labels:
   - {name: intent, values: [claim, billing, other]}
 prompts:
-  - name: classify
-    input_schema:
-      type: object
-      required: [subject, body]
-      additionalProperties: false
-      properties: {subject: {type: string}, body: {type: string}}
-    example_input: {subject: "Broken window", body: "My window broke during the storm."}
-    system: |
-      {{SYSTEM}} Allowed intents: {{ join (labels "intent") ", " }}.
-      Reply with one JSON object that matches this schema and nothing else: {{ schema }}
-    user: |
-      Subject: {{ .Input.subject }}
-      {{ .Input.body }}
-contracts:
+{{PROMPT}}contracts:
   - name: classify_v1
     schema: {{SCHEMA}}
     policies:
@@ -76,7 +64,7 @@ func writeConfig(t *testing.T, dir string, o cfgOpts) (string, *config.Runtime) 
 	t.Helper()
 	y := configTmpl
 	y = strings.ReplaceAll(y, "{{SCHEMA}}", testkit.Or(o.schema, baseSchema))
-	y = strings.ReplaceAll(y, "{{SYSTEM}}", testkit.Or(o.system, baseSystem))
+	y = strings.ReplaceAll(y, "{{PROMPT}}", testkit.ClassifyPrompt(testkit.Or(o.system, baseSystem)))
 	y = strings.ReplaceAll(y, "{{UPSTREAM}}", testkit.Or(o.upstream, "http://127.0.0.1:9/v1"))
 	y = strings.ReplaceAll(y, "{{CONTENT}}", map[bool]string{true: "false", false: "true"}[o.noContent])
 	y += o.extraRoutes

@@ -71,20 +71,7 @@ labels:
   - name: intent
     values: [claim_report, billing_question, other]
 prompts:
-  - name: classify
-    input_schema:
-      type: object
-      required: [subject, body]
-      additionalProperties: false
-      properties: {subject: {type: string}, body: {type: string}}
-    example_input: {subject: "Broken window", body: "My window broke."}
-    system: |
-      Classify the email. Allowed intents: {{ join (labels "intent") ", " }}.
-      Reply with one JSON object that matches this schema and nothing else: {{ schema }}
-    user: |
-      Subject: {{ .Input.subject }}
-      {{ .Input.body }}
-contracts:
+%scontracts:
   - name: classify_v1
     schema:
       type: object
@@ -240,7 +227,7 @@ func newHarness(t testing.TB, o harnessOpts) *harness {
 	h := &harness{t: t, up: newFakeUpstream(t), audit: &testkit.SyncBuffer{}, logs: &testkit.SyncBuffer{}}
 	h.upURL = h.up.RootURL()
 	t.Setenv(clientEnv, clientKey)
-	rt := testkit.LoadRuntime(t, "/tmp/teltest/contractd.yaml", fmt.Sprintf(testConfig, o.includeContent, h.upURL))
+	rt := testkit.LoadRuntime(t, "/tmp/teltest/contractd.yaml", fmt.Sprintf(testConfig, o.includeContent, h.upURL, testkit.ClassifyPrompt("Classify the email.")))
 	h.rt = rt
 	var logw, auditw io.Writer = h.logs, h.audit
 	if o.discard {

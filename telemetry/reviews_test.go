@@ -80,7 +80,7 @@ func newReviewSite(t *testing.T) *reviewSite {
 			Content: content, PromptTokens: upPrompt, CompletionTokens: upCompletion}.JSON())
 	})
 	t.Setenv(clientEnv, clientKey)
-	rt := testkit.LoadRuntime(t, "/tmp/teltest/contractd.yaml", fmt.Sprintf(testConfig, false, up.RootURL()))
+	rt := testkit.LoadRuntime(t, "/tmp/teltest/contractd.yaml", fmt.Sprintf(testConfig, false, up.RootURL(), testkit.ClassifyPrompt("Classify the email.")))
 	rt.Review.DedupeWindow = 0 // several items of one body
 	logger := slog.New(slog.DiscardHandler)
 	srv := proxy.NewServer(rt, proxy.NewCaller(func(*config.Upstream) string { return upstreamKey }), audit.NewWriter(io.Discard), logger)

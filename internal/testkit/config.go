@@ -2,6 +2,8 @@ package testkit
 
 import (
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -40,4 +42,26 @@ func SetHeaders(h http.Header, kv ...string) {
 			h.Set(k, v)
 		}
 	}
+}
+
+// ClassifyPrompt is the e-mail classifier prompt of the test configs
+// (testdata/prompts/classify.yaml at the module root), one entry of a
+// prompts: list, with role as its system prompt's first sentence. It
+// panics when the file cannot be read: every harness needs it.
+func ClassifyPrompt(role string) string {
+	root, err := moduleRoot()
+	if err != nil {
+		panic(err)
+	}
+	b, err := os.ReadFile(filepath.Join(root, "testdata", "prompts", "classify.yaml"))
+	if err != nil {
+		panic(err)
+	}
+	var entry strings.Builder
+	for _, line := range strings.SplitAfter(string(b), "\n") {
+		if !strings.HasPrefix(line, "#") {
+			entry.WriteString(line)
+		}
+	}
+	return strings.ReplaceAll(entry.String(), "@ROLE@", role)
 }

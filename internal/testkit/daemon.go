@@ -1,16 +1,19 @@
 package testkit
 
 import (
+	"bytes"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 )
 
-// ModuleRoot is the directory of the go.mod above the working directory.
+// ModuleRoot is the directory of this module's go.mod.
 func ModuleRoot(t testing.TB) string {
 	t.Helper()
 	dir, err := moduleRoot()
@@ -20,19 +23,19 @@ func ModuleRoot(t testing.TB) string {
 	return dir
 }
 
-func moduleRoot() (string, error) {
-	dir, _ := os.Getwd()
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("no go.mod above the working directory")
-		}
-		dir = parent
+// moduleRoot asks the go command once: every test binary runs inside the
+// module.
+var moduleRoot = sync.OnceValues(func() (string, error) {
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		return "", fmt.Errorf("go env GOMOD: %w", err)
 	}
-}
+	mod := string(bytes.TrimSpace(out))
+	if mod == "" || mod == os.DevNull {
+		return "", errors.New("the working directory is not inside a Go module")
+	}
+	return filepath.Dir(mod), nil
+})
 
 // GoBuild builds ./cmd/contractd of the source tree in dir into out.
 func GoBuild(t testing.TB, dir, out string) {

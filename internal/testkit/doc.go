@@ -1,7 +1,9 @@
 // Package testkit is shared test support for contractd's test suites
 // (proxy, telemetry, test/faults, e2e): a recording fake OpenAI-compatible
 // upstream, chat completion body builders, an in-memory audit sink, a
-// goroutine-safe log buffer, a runtime-from-YAML loader and small request
+// goroutine-safe log buffer, a runtime-from-YAML loader, the shared
+// classifier prompt of the test configs (testdata/prompts at the module
+// root), a builder and runner of the contractd binary, and small request
 // helpers.
 //
 // It lives in non-_test files only so that other packages' tests can
