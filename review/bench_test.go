@@ -20,29 +20,34 @@ import (
 // (what an item alone waits for) and by 16 at once (group commit shares
 // the WAL commits). See benchCreate for the metrics.
 func BenchmarkSQLiteCreate(b *testing.B) {
-	benchCreate(b, func(b *testing.B) review.Store {
+	benchCreate(b, func(b *testing.B) (review.Store, func() time.Duration) {
 		s, err := review.OpenSQLite(context.Background(), filepath.Join(b.TempDir(), "reviews.db"))
 		if err != nil {
 			b.Fatal(err)
 		}
-		return s
+		return s, nil
 	})
 }
 
 // benchCreate writes distinct items with 1 and 16 writers and reports each
 // write's p50/p99 (what one needs_review answer waits for its item) and the
 // process's CPU per item (user+system; a server's own CPU is not counted),
-// which unlike latency hardly moves with the machine's other load.
-func benchCreate(b *testing.B, open func(*testing.B) review.Store) {
+// which unlike latency hardly moves with the machine's other load; open
+// may also give a database server's CPU time, reported per item too.
+func benchCreate(b *testing.B, open func(*testing.B) (review.Store, func() time.Duration)) {
 	for _, writers := range []int{1, 16} {
 		b.Run(fmt.Sprintf("writers=%d", writers), func(b *testing.B) {
-			s := open(b)
+			s, serverCPU := open(b)
 			defer s.Close()
 			var n atomic.Int64
 			now := time.Now()
 			var mu sync.Mutex
 			var lat []time.Duration
 			cpu0 := cpuTime()
+			var srv0 time.Duration
+			if serverCPU != nil {
+				srv0 = serverCPU()
+			}
 			b.SetParallelism(max(1, writers/runtime.GOMAXPROCS(0)))
 			b.ResetTimer()
 			write := func(next func() bool) {
@@ -68,6 +73,9 @@ func benchCreate(b *testing.B, open func(*testing.B) review.Store) {
 			}
 			b.StopTimer()
 			b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/float64(b.N), "cpu-µs/op")
+			if serverCPU != nil {
+				b.ReportMetric(float64((serverCPU()-srv0).Microseconds())/float64(b.N), "server-cpu-µs/op")
+			}
 			slices.Sort(lat)
 			if len(lat) > 0 {
 				b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")

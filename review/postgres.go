@@ -9,6 +9,7 @@ import (
 	"hash/fnv"
 	"io/fs"
 	"path"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -30,13 +31,15 @@ var postgresMigrations embed.FS
 // resolution is announced with NOTIFY so long-poll waiters on every replica
 // wake (see PostgresOptions.Hub).
 //
-// Durability is PostgreSQL's: Create returns once the transaction holding
-// the item committed, which with the server's default synchronous_commit
+// Create group-commits concurrent items (batcher, pgCreate). Durability is
+// PostgreSQL's: Create returns once the transaction holding the item
+// committed, which with the server's default synchronous_commit
 // means its WAL record is flushed.
 type Postgres struct {
 	pool    *pgxpool.Pool
 	hub     *Hub
 	timeout time.Duration
+	batch   *batcher
 
 	stop     context.CancelFunc
 	listenWG sync.WaitGroup
@@ -77,24 +80,40 @@ const (
 )
 
 const (
-	// One statement, so one round trip and one commit: the item, its rule
-	// rows and (when $15 is not null) its review.created delivery.
-	pgCreate = `WITH ins AS (
+	// One statement, so one round trip and one commit, for every item of a
+	// group commit (batcher): the items, their rule rows and the
+	// review.created deliveries of those with a webhook body, as arrays
+	// unnested in step. It returns the ids it inserted (not those that
+	// existed already).
+	pgCreate = `WITH v AS (
+	SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[],
+		$9::text[], $10::text[], $11::text[], $12::text[], $13::bigint[], $14::text[])
+		AS v (id, created_ns, route, prompt_name, prompt_sha, contract_name, contract_sha, key_id, input, request, attempts,
+			dedupe_key, dedupe_until_ns, dedupe_answer)
+), ins AS (
 	INSERT INTO reviews (id, status, created_ns, route, prompt_name, prompt_sha, contract_name, contract_sha, key_id, input, request, attempts,
 		dedupe_key, dedupe_until_ns, dedupe_answer)
-	VALUES ($1, 'pending', $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $16, $17, $18)
-	ON CONFLICT (id) DO NOTHING RETURNING id, created_ns
+	SELECT id, 'pending', created_ns, route, prompt_name, prompt_sha, contract_name, contract_sha, key_id, input, request, attempts,
+		dedupe_key, dedupe_until_ns, dedupe_answer FROM v
+	ON CONFLICT (id) DO NOTHING RETURNING id, created_ns, route, contract_name
 ), rules AS (
 	INSERT INTO review_rules (review_id, rule, created_ns, status, route, contract_name)
-	SELECT ins.id, r, ins.created_ns, 'pending', $3, $6 FROM ins, unnest($12::text[]) AS r
+	SELECT ins.id, r.rule, ins.created_ns, 'pending', ins.route, ins.contract_name
+	FROM ins JOIN unnest($15::text[], $16::text[]) AS r (review_id, rule) ON r.review_id = ins.id
 	ON CONFLICT DO NOTHING
 ), hook AS (
 	INSERT INTO webhook_outbox (id, type, review_id, body, created_ns, next_ns)
-	SELECT $13, 'review.created', ins.id, $15::bytea, $14, $14 FROM ins WHERE $15::bytea IS NOT NULL
+	SELECT h.id, 'review.created', ins.id, h.body, $20, $20
+	FROM ins JOIN unnest($17::text[], $18::text[], $19::bytea[]) AS h (review_id, id, body) ON h.review_id = ins.id
 )
-SELECT count(*) FROM ins`
+SELECT id FROM ins`
 	pgGet = `SELECT ` + itemColumns + `, request FROM reviews WHERE id = $1`
 )
+
+// pgWriters is how many group commits may be in flight at once: a batch
+// waits for at most one round trip and commit before its own starts, and
+// the pool keeps connections for everything else.
+const pgWriters = 4
 
 // OpenPostgres connects to dsn, runs the embedded migrations under an
 // advisory lock, and (with opts.Hub) starts listening for resolutions.
@@ -147,6 +166,7 @@ func OpenPostgres(ctx context.Context, dsn string, opts PostgresOptions) (*Postg
 	}
 	lctx, stop := context.WithCancel(context.Background())
 	s := &Postgres{pool: pool, hub: opts.Hub, timeout: opts.OpTimeout, stop: stop}
+	s.batch = newBatcher(pgWriters, opts.OpTimeout, s.createAll)
 	if s.hub != nil {
 		ready := make(chan struct{})
 		s.listenWG.Add(1)
@@ -276,6 +296,7 @@ func (s *Postgres) Close() error {
 	s.once.Do(func() {
 		s.stop()
 		s.listenWG.Wait()
+		s.batch.close()
 		s.pool.Close()
 	})
 	return nil
@@ -289,38 +310,96 @@ func (s *Postgres) opCtx(ctx context.Context) (context.Context, context.CancelFu
 	return context.WithTimeout(ctx, s.timeout)
 }
 
+// Create hands the item to a writer (group commit, see batcher) and
+// returns once the statement holding it committed.
 func (s *Postgres) Create(ctx context.Context, it *Item, webhook bool) (bool, error) {
 	ctx, cancel := s.opCtx(ctx)
 	defer cancel()
-	atts, err := json.Marshal(nonNilAttempts(it.Attempts))
+	return s.batch.create(ctx, it, webhook)
+}
+
+// createAll stores a batch with one statement (pgCreate). An id given
+// twice in one batch is sent once; the later copies report not created,
+// as they would one after the other.
+func (s *Postgres) createAll(ctx context.Context, batch []createReq) ([]bool, error) {
+	n := len(batch)
+	// The text columns of pgCreate's $1..$14 in one allocation, column by
+	// column: text[c*n+k] is column c of the k-th item sent.
+	const (
+		cID = iota
+		cRoute
+		cPromptName
+		cPromptSHA
+		cContractName
+		cContractSHA
+		cKeyID
+		cInput
+		cRequest
+		cAttempts
+		nText
+	)
+	text := make([]string, nText*n)
+	created := make([]int64, n)
+	sent := make([]int, 0, n) // batch index of the k-th item sent
+	dedupe := make([]*string, 2*n)
+	duntil := make([]*int64, n)
+	var ruleIDs, rules, hookItems, hookIDs []string
+	hookBodies := [][]byte{}
+	for i, r := range batch {
+		it, k := r.it, len(sent)
+		if slices.Contains(text[:k], it.ID) {
+			continue // sent once; the later copies were not created
+		}
+		a, err := json.Marshal(nonNilAttempts(it.Attempts))
+		if err != nil {
+			return nil, err
+		}
+		for c, v := range [nText]string{it.ID, it.Route, it.Prompt.Name, it.Prompt.SHA256, it.Contract.Name, it.Contract.SHA256,
+			it.KeyID, string(orNull(it.Input)), string(orNull(it.Request)), string(a)} {
+			text[c*n+k] = v
+		}
+		created[k] = it.CreatedAt.UnixNano()
+		if d := it.Dedupe; d != nil && d.Key != "" { // else NULL: no dedupe window
+			u, ans := d.Until.UnixNano(), string(d.Answer)
+			dedupe[k], dedupe[n+k], duntil[k] = &d.Key, &ans, &u
+		}
+		for _, rule := range it.Rules() {
+			ruleIDs, rules = append(ruleIDs, it.ID), append(rules, rule)
+		}
+		if r.webhook {
+			cp := *it
+			cp.Status, cp.ResolvedAt, cp.Resolution = StatusPending, nil, nil
+			hookItems, hookIDs, hookBodies = append(hookItems, it.ID), append(hookIDs, newID()), append(hookBodies, WebhookBody(EventCreated, &cp))
+		}
+		sent = append(sent, i)
+	}
+	k := len(sent)
+	col := func(c int) []string { return text[c*n : c*n+k] }
+	rows, err := s.pool.Query(ctx, stmtCreate, col(cID), created[:k], col(cRoute), col(cPromptName), col(cPromptSHA),
+		col(cContractName), col(cContractSHA), col(cKeyID), col(cInput), col(cRequest), col(cAttempts),
+		dedupe[:k], duntil[:k], dedupe[n:n+k], orEmpty(ruleIDs), orEmpty(rules), orEmpty(hookItems), orEmpty(hookIDs), hookBodies,
+		time.Now().UnixNano())
 	if err != nil {
-		return false, err
+		return nil, fmt.Errorf("review store: create: %w", err)
 	}
-	rules := it.Rules()
-	if rules == nil {
-		rules = []string{}
-	}
-	var body []byte // nil: no delivery
-	if webhook {
-		cp := *it
-		cp.Status, cp.ResolvedAt, cp.Resolution = StatusPending, nil, nil
-		body = WebhookBody(EventCreated, &cp)
-	}
-	var dk, dans *string // nil: NULL, no dedupe window
-	var duntil *int64
-	if d := it.Dedupe; d != nil && d.Key != "" {
-		u, a := d.Until.UnixNano(), string(d.Answer)
-		dk, duntil, dans = &d.Key, &u, &a
-	}
-	var n int
-	err = s.pool.QueryRow(ctx, stmtCreate,
-		it.ID, it.CreatedAt.UnixNano(), it.Route, it.Prompt.Name, it.Prompt.SHA256, it.Contract.Name, it.Contract.SHA256,
-		it.KeyID, string(orNull(it.Input)), string(orNull(it.Request)), string(atts), rules,
-		newID(), time.Now().UnixNano(), body, dk, duntil, dans).Scan(&n)
+	out := make([]bool, n)
+	var id string
+	_, err = pgx.ForEachRow(rows, []any{&id}, func() error {
+		out[sent[slices.Index(col(cID), id)]] = true
+		return nil
+	})
 	if err != nil {
-		return false, fmt.Errorf("review store: create %s: %w", it.ID, err)
+		return nil, fmt.Errorf("review store: create: %w", err)
 	}
-	return n == 1, nil
+	return out, nil
+}
+
+// orEmpty sends an empty array rather than NULL.
+func orEmpty(a []string) []string {
+	if a == nil {
+		return []string{}
+	}
+	return a
 }
 
 func orNull(b json.RawMessage) json.RawMessage {

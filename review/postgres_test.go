@@ -1,13 +1,19 @@
 package review_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/contractd/contractd/internal/testkit"
 	"github.com/contractd/contractd/review"
@@ -202,16 +208,64 @@ func TestPostgresErrorsHideThePassword(t *testing.T) {
 }
 
 // BenchmarkPostgresCreate is one needs_review item's write on the
-// PostgreSQL store, 16 writers at once (the pool's connections commit in
-// parallel; the server groups their WAL flushes).
+// PostgreSQL store by 1 and 16 writers (group commit: one statement per
+// group), with the server's CPU per item beside the client's.
 func BenchmarkPostgresCreate(b *testing.B) {
-	benchCreate(b, func(b *testing.B) review.Store {
-		s, err := review.OpenPostgres(context.Background(), testkit.PostgresDSN(b), review.PostgresOptions{})
+	benchCreate(b, func(b *testing.B) (review.Store, func() time.Duration) {
+		dsn := testkit.PostgresDSN(b)
+		s, err := review.OpenPostgres(context.Background(), dsn, review.PostgresOptions{})
 		if err != nil {
 			b.Fatal(err)
 		}
-		return s
+		return s, postgresCPU(b, dsn)
 	})
+}
+
+// postgresCPU gives the CPU time (user+system) of the server's postmaster
+// and its live children, the backends serving the store's pool among them.
+func postgresCPU(b *testing.B, dsn string) func() time.Duration {
+	conn, err := pgx.Connect(context.Background(), dsn)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var backend int
+	err = conn.QueryRow(context.Background(), `SELECT pg_backend_pid()`).Scan(&backend)
+	conn.Close(context.Background())
+	if err != nil {
+		b.Fatal(err)
+	}
+	postmaster, _, ok := procStat(backend)
+	if !ok {
+		b.Fatal("no /proc entry for the backend")
+	}
+	return func() time.Duration {
+		var ticks int64
+		procs, _ := filepath.Glob("/proc/[0-9]*")
+		for _, p := range procs {
+			pid, _ := strconv.Atoi(filepath.Base(p))
+			if parent, t, ok := procStat(pid); ok && (pid == postmaster || parent == postmaster) {
+				ticks += t
+			}
+		}
+		return time.Duration(ticks) * (time.Second / 100) // USER_HZ
+	}
+}
+
+// procStat reads a process's parent pid and utime+stime in clock ticks.
+func procStat(pid int) (ppid int, ticks int64, ok bool) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, 0, false
+	}
+	// Fields after the command name (which may hold spaces) in parentheses.
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	if len(f) < 13 {
+		return 0, 0, false
+	}
+	ppid, _ = strconv.Atoi(f[1])
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return ppid, ut + st, true
 }
 
 // After the server restarts, the pool reconnects and the listener does
