@@ -7,8 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
-	"io/fs"
-	"path"
 	"slices"
 	"sort"
 	"strconv"
@@ -203,25 +201,19 @@ func migratePostgres(ctx context.Context, cc *pgx.ConnConfig, timeout time.Durat
 		version INTEGER PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())`); err != nil {
 		return fmt.Errorf("review store: migrations: %w", err)
 	}
-	names, err := fs.Glob(postgresMigrations, "migrations/postgres/*.sql")
+	ms, err := migrations(postgresMigrations, "migrations/postgres")
 	if err != nil {
 		return err
 	}
-	sort.Strings(names)
-	for _, name := range names {
-		base := path.Base(name)
-		v, err := strconv.Atoi(strings.SplitN(base, "_", 2)[0])
-		if err != nil {
-			return fmt.Errorf("migration %s: name must start with a version number", base)
-		}
-		body, _ := postgresMigrations.ReadFile(name)
+	for _, m := range ms {
+		v, base, body := m.version, m.name, m.body
 		err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
 			var n int
 			if err := tx.QueryRow(ctx, `SELECT count(*) FROM contractd_schema_migrations WHERE version = $1`, v).Scan(&n); err != nil || n > 0 {
 				return err
 			}
 			// No arguments: the simple protocol runs the file's statements in turn.
-			if _, err := tx.Exec(ctx, string(body)); err != nil {
+			if _, err := tx.Exec(ctx, body); err != nil {
 				return err
 			}
 			_, err := tx.Exec(ctx, `INSERT INTO contractd_schema_migrations (version) VALUES ($1)`, v)
@@ -453,18 +445,10 @@ func (s *Postgres) List(ctx context.Context, f Filter) ([]*Item, string, error) 
 		return nil, "", fmt.Errorf("review store: list: %w", err)
 	}
 	defer rows.Close()
-	items := []*Item{}
-	for rows.Next() {
-		it, err := scanItem(rows, false)
-		if err != nil {
-			return nil, "", err
-		}
-		items = append(items, it)
-	}
-	if err := rows.Err(); err != nil {
+	items, next, err := listItems(rows, f.Limit)
+	if err != nil {
 		return nil, "", fmt.Errorf("review store: list: %w", err)
 	}
-	items, next := onePage(items, f.Limit)
 	return items, next, nil
 }
 
@@ -585,20 +569,14 @@ func pgAppend(ctx context.Context, tx pgx.Tx, id string, atts []Attempt) (*Item,
 	if err != nil {
 		return nil, err
 	}
-	if Status(status) != StatusPending {
-		return nil, ErrAlreadyResolved
-	}
-	var old []Attempt
-	if err := json.Unmarshal([]byte(cur), &old); err != nil {
+	b, nr, err := mergeAttempts(status, cur, atts)
+	if err != nil {
 		return nil, err
 	}
-	seen := map[string]bool{}
-	rulesOf(old, seen)
-	b, _ := json.Marshal(append(old, atts...))
 	if _, err := tx.Exec(ctx, `UPDATE reviews SET attempts = $1 WHERE id = $2`, string(b), id); err != nil {
 		return nil, err
 	}
-	if nr := rulesOf(atts, seen); len(nr) > 0 {
+	if len(nr) > 0 {
 		if _, err := tx.Exec(ctx, `INSERT INTO review_rules (review_id, rule, created_ns, status, route, contract_name)
 			SELECT $1, r, $2, 'pending', $4, $5 FROM unnest($3::text[]) AS r ON CONFLICT DO NOTHING`,
 			id, created, nr, route, contract); err != nil {
@@ -657,16 +635,7 @@ func (s *Postgres) Export(ctx context.Context, f ExportFilter, fn func(*Item) er
 		return fmt.Errorf("review store: export: %w", err)
 	}
 	defer rows.Close()
-	for rows.Next() {
-		it, err := scanItem(rows, false)
-		if err != nil {
-			return err
-		}
-		if err := fn(it); err != nil {
-			return err
-		}
-	}
-	return rows.Err()
+	return eachItem(rows, fn)
 }
 
 func (s *Postgres) Pending(ctx context.Context) (map[string]int, error) {
@@ -677,16 +646,7 @@ func (s *Postgres) Pending(ctx context.Context) (map[string]int, error) {
 		return nil, fmt.Errorf("review store: pending: %w", err)
 	}
 	defer rows.Close()
-	out := map[string]int{}
-	for rows.Next() {
-		var r string
-		var n int
-		if err := rows.Scan(&r, &n); err != nil {
-			return nil, err
-		}
-		out[r] = n
-	}
-	return out, rows.Err()
+	return scanPending(rows)
 }
 
 func (s *Postgres) DeleteResolvedBefore(ctx context.Context, t time.Time) (int, error) {
@@ -708,23 +668,14 @@ func (s *Postgres) ClaimDeliveries(ctx context.Context, now time.Time, limit int
 	defer cancel()
 	rows, err := s.pool.Query(ctx, `UPDATE webhook_outbox SET next_ns = $2 WHERE id IN (
 		SELECT id FROM webhook_outbox WHERE next_ns <= $1 ORDER BY next_ns LIMIT $3 FOR UPDATE SKIP LOCKED)
-		RETURNING id, type, review_id, body, created_ns, tries, next_ns`,
+		RETURNING id, type, review_id, body, created_ns, tries`,
 		now.UnixNano(), now.Add(lease).UnixNano(), limit)
 	if err != nil {
 		return nil, fmt.Errorf("review store: claim deliveries: %w", err)
 	}
 	defer rows.Close()
-	var out []Delivery
-	for rows.Next() {
-		var d Delivery
-		var created, next int64
-		if err := rows.Scan(&d.ID, &d.Type, &d.ReviewID, &d.Body, &created, &d.Tries, &next); err != nil {
-			return nil, err
-		}
-		d.CreatedAt = time.Unix(0, created).UTC()
-		out = append(out, d)
-	}
-	if err := rows.Err(); err != nil {
+	out, err := scanDeliveries(rows)
+	if err != nil {
 		return nil, fmt.Errorf("review store: claim deliveries: %w", err)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].CreatedAt.Before(out[j].CreatedAt) })
@@ -758,18 +709,8 @@ func (s *Postgres) RecentDedupe(ctx context.Context, since, now time.Time, limit
 		return nil, fmt.Errorf("review store: dedupe: %w", err)
 	}
 	defer rows.Close()
-	var out []DedupeRecord
-	for rows.Next() {
-		var r DedupeRecord
-		var created, until int64
-		var answer string
-		if err := rows.Scan(&r.ID, &created, &r.Key, &until, &answer); err != nil {
-			return nil, fmt.Errorf("review store: dedupe: %w", err)
-		}
-		r.CreatedAt, r.Until, r.Answer = time.Unix(0, created).UTC(), time.Unix(0, until).UTC(), json.RawMessage(answer)
-		out = append(out, r)
-	}
-	if err := rows.Err(); err != nil {
+	out, err := scanDedupe(rows)
+	if err != nil {
 		return nil, fmt.Errorf("review store: dedupe: %w", err)
 	}
 	return out, nil

@@ -9,11 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"net/url"
-	"path"
-	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -166,18 +162,12 @@ func migrate(ctx context.Context, db *sql.DB, fsys embed.FS, dir string) error {
 	if _, err := db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_ns INTEGER NOT NULL)`); err != nil {
 		return fmt.Errorf("migrations: %w", err)
 	}
-	names, err := fs.Glob(fsys, dir+"/*.sql")
+	ms, err := migrations(fsys, dir)
 	if err != nil {
 		return err
 	}
-	sort.Strings(names)
-	for _, name := range names {
-		base := path.Base(name)
-		v, err := strconv.Atoi(strings.SplitN(base, "_", 2)[0])
-		if err != nil {
-			return fmt.Errorf("migration %s: name must start with a version number", base)
-		}
-		body, _ := fsys.ReadFile(name)
+	for _, m := range ms {
+		v, base, body := m.version, m.name, m.body
 		tx, err := db.BeginTx(ctx, nil)
 		if err != nil {
 			return fmt.Errorf("migration %s: %w", base, err)
@@ -191,7 +181,7 @@ func migrate(ctx context.Context, db *sql.DB, fsys embed.FS, dir string) error {
 			tx.Rollback()
 			continue
 		}
-		if _, err := tx.ExecContext(ctx, string(body)); err != nil {
+		if _, err := tx.ExecContext(ctx, body); err != nil {
 			tx.Rollback()
 			return fmt.Errorf("migration %s: %w", base, err)
 		}
@@ -394,19 +384,7 @@ func (s *SQLite) List(ctx context.Context, f Filter) ([]*Item, string, error) {
 		return nil, "", err
 	}
 	defer rows.Close()
-	items := []*Item{}
-	for rows.Next() {
-		it, err := scanItem(rows, false)
-		if err != nil {
-			return nil, "", err
-		}
-		items = append(items, it)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, "", err
-	}
-	items, next := onePage(items, f.Limit)
-	return items, next, nil
+	return listItems(rows, f.Limit)
 }
 
 // listQuery is List's SQL for a checked filter: every combination of
@@ -521,17 +499,10 @@ func (s *SQLite) appendTx(ctx context.Context, tx *sql.Tx, id string, atts []Att
 	if err != nil {
 		return nil, err
 	}
-	if Status(status) != StatusPending {
-		return nil, ErrAlreadyResolved
-	}
-	var old []Attempt
-	if err := json.Unmarshal([]byte(cur), &old); err != nil {
+	b, newRules, err := mergeAttempts(status, cur, atts)
+	if err != nil {
 		return nil, err
 	}
-	seen := map[string]bool{}
-	rulesOf(old, seen)
-	all := append(old, atts...)
-	b, _ := json.Marshal(all)
 	out, err := tx.ExecContext(ctx, `UPDATE reviews SET attempts = ? WHERE id = ? AND status = ?`, string(b), id, string(StatusPending))
 	if err != nil {
 		return nil, err
@@ -539,7 +510,7 @@ func (s *SQLite) appendTx(ctx context.Context, tx *sql.Tx, id string, atts []Att
 	if n, _ := out.RowsAffected(); n == 0 {
 		return nil, ErrAlreadyResolved
 	}
-	for _, r := range rulesOf(atts, seen) {
+	for _, r := range newRules {
 		if _, err := tx.ExecContext(ctx, sqlInsertRule, id, r, created, route, contract); err != nil {
 			return nil, err
 		}
@@ -567,16 +538,7 @@ func (s *SQLite) Export(ctx context.Context, f ExportFilter, fn func(*Item) erro
 		return err
 	}
 	defer rows.Close()
-	for rows.Next() {
-		it, err := scanItem(rows, false)
-		if err != nil {
-			return err
-		}
-		if err := fn(it); err != nil {
-			return err
-		}
-	}
-	return rows.Err()
+	return eachItem(rows, fn)
 }
 
 // exportQuery is Export's SQL. With a status (export is for resolved
@@ -610,16 +572,7 @@ func (s *SQLite) Pending(ctx context.Context) (map[string]int, error) {
 		return nil, err
 	}
 	defer rows.Close()
-	out := map[string]int{}
-	for rows.Next() {
-		var r string
-		var n int
-		if err := rows.Scan(&r, &n); err != nil {
-			return nil, err
-		}
-		out[r] = n
-	}
-	return out, rows.Err()
+	return scanPending(rows)
 }
 
 func (s *SQLite) DeleteResolvedBefore(ctx context.Context, t time.Time) (int, error) {
@@ -645,19 +598,9 @@ func (s *SQLite) ClaimDeliveries(ctx context.Context, now time.Time, limit int, 
 	if err != nil {
 		return nil, err
 	}
-	var out []Delivery
-	for rows.Next() {
-		var d Delivery
-		var created int64
-		if err := rows.Scan(&d.ID, &d.Type, &d.ReviewID, &d.Body, &created, &d.Tries); err != nil {
-			rows.Close()
-			return nil, err
-		}
-		d.CreatedAt = time.Unix(0, created).UTC()
-		out = append(out, d)
-	}
+	out, err := scanDeliveries(rows)
 	rows.Close()
-	if err := rows.Err(); err != nil {
+	if err != nil {
 		return nil, err
 	}
 	for _, d := range out {
@@ -686,16 +629,5 @@ func (s *SQLite) RecentDedupe(ctx context.Context, since, now time.Time, limit i
 		return nil, err
 	}
 	defer rows.Close()
-	var out []DedupeRecord
-	for rows.Next() {
-		var r DedupeRecord
-		var created, until int64
-		var answer string
-		if err := rows.Scan(&r.ID, &created, &r.Key, &until, &answer); err != nil {
-			return nil, err
-		}
-		r.CreatedAt, r.Until, r.Answer = time.Unix(0, created).UTC(), time.Unix(0, until).UTC(), json.RawMessage(answer)
-		out = append(out, r)
-	}
-	return out, rows.Err()
+	return scanDedupe(rows)
 }

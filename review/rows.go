@@ -1,0 +1,138 @@
+package review
+
+import (
+	"embed"
+	"encoding/json"
+	"fmt"
+	"io/fs"
+	"path"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// migration is one embedded migration file.
+type migration struct {
+	version int
+	name    string // file name, for errors
+	body    string
+}
+
+// migrations lists the .sql files of dir in version order; each name
+// starts with its version number.
+func migrations(fsys embed.FS, dir string) ([]migration, error) {
+	names, err := fs.Glob(fsys, dir+"/*.sql")
+	if err != nil {
+		return nil, err
+	}
+	sort.Strings(names)
+	out := make([]migration, 0, len(names))
+	for _, name := range names {
+		base := path.Base(name)
+		v, err := strconv.Atoi(strings.SplitN(base, "_", 2)[0])
+		if err != nil {
+			return nil, fmt.Errorf("migration %s: name must start with a version number", base)
+		}
+		body, err := fsys.ReadFile(name)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, migration{v, base, string(body)})
+	}
+	return out, nil
+}
+
+// rows is what database/sql's and pgx's result sets share, so both stores
+// read their rows with the same code.
+type rows interface {
+	Next() bool
+	Scan(dest ...any) error
+	Err() error
+}
+
+// eachItem calls fn for every item row (itemColumns, no request).
+func eachItem(rs rows, fn func(*Item) error) error {
+	for rs.Next() {
+		it, err := scanItem(rs, false)
+		if err != nil {
+			return err
+		}
+		if err := fn(it); err != nil {
+			return err
+		}
+	}
+	return rs.Err()
+}
+
+// listItems reads a List query's rows (limit+1 of them) into one page.
+func listItems(rs rows, limit int) ([]*Item, string, error) {
+	items := []*Item{}
+	if err := eachItem(rs, func(it *Item) error { items = append(items, it); return nil }); err != nil {
+		return nil, "", err
+	}
+	items, next := onePage(items, limit)
+	return items, next, nil
+}
+
+// scanPending reads (route, count) rows.
+func scanPending(rs rows) (map[string]int, error) {
+	out := map[string]int{}
+	for rs.Next() {
+		var r string
+		var n int
+		if err := rs.Scan(&r, &n); err != nil {
+			return nil, err
+		}
+		out[r] = n
+	}
+	return out, rs.Err()
+}
+
+// scanDedupe reads (id, created_ns, dedupe_key, dedupe_until_ns,
+// dedupe_answer) rows.
+func scanDedupe(rs rows) ([]DedupeRecord, error) {
+	var out []DedupeRecord
+	for rs.Next() {
+		var r DedupeRecord
+		var created, until int64
+		var answer string
+		if err := rs.Scan(&r.ID, &created, &r.Key, &until, &answer); err != nil {
+			return nil, err
+		}
+		r.CreatedAt, r.Until, r.Answer = time.Unix(0, created).UTC(), time.Unix(0, until).UTC(), json.RawMessage(answer)
+		out = append(out, r)
+	}
+	return out, rs.Err()
+}
+
+// scanDeliveries reads (id, type, review_id, body, created_ns, tries) rows.
+func scanDeliveries(rs rows) ([]Delivery, error) {
+	var out []Delivery
+	for rs.Next() {
+		var d Delivery
+		var created int64
+		if err := rs.Scan(&d.ID, &d.Type, &d.ReviewID, &d.Body, &created, &d.Tries); err != nil {
+			return nil, err
+		}
+		d.CreatedAt = time.Unix(0, created).UTC()
+		out = append(out, d)
+	}
+	return out, rs.Err()
+}
+
+// mergeAttempts appends atts to an item's stored attempts (cur, JSON) when
+// it is still pending, and gives the new JSON and the rules atts add.
+func mergeAttempts(status, cur string, atts []Attempt) ([]byte, []string, error) {
+	if Status(status) != StatusPending {
+		return nil, nil, ErrAlreadyResolved
+	}
+	var old []Attempt
+	if err := json.Unmarshal([]byte(cur), &old); err != nil {
+		return nil, nil, err
+	}
+	seen := map[string]bool{}
+	rulesOf(old, seen)
+	b, err := json.Marshal(append(old, atts...))
+	return b, rulesOf(atts, seen), err
+}
