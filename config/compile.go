@@ -286,9 +286,9 @@ func (c *compiler) audit() {
 
 func (c *compiler) review() {
 	r := c.p.File.Review
-	out := ReviewSettings{Store: r.Store, Retention: r.Retention, DSNEnv: r.DSNEnv}
+	out := ReviewSettings{Store: ReviewStore(r.Store), Retention: r.Retention, DSNEnv: r.DSNEnv}
 	if out.Store == "" {
-		out.Store = "sqlite"
+		out.Store = ReviewSQLite
 	}
 	if out.Retention == 0 {
 		out.Retention = DefaultReviewRetention
@@ -306,7 +306,7 @@ func (c *compiler) review() {
 		}
 	}
 	switch out.Store {
-	case "sqlite":
+	case ReviewSQLite:
 		p := r.Path
 		if p == "" {
 			p = DefaultReviewPath
@@ -316,7 +316,7 @@ func (c *compiler) review() {
 		if r.DSNEnv != "" {
 			c.ps.add("review.dsn_env", "dsn_env is only used with store: postgres")
 		}
-	case "postgres":
+	case ReviewPostgres:
 		if r.Path != "" {
 			c.ps.add("review.path", "path is only used with store: sqlite")
 		}
@@ -329,7 +329,7 @@ func (c *compiler) review() {
 			c.ps.add("review.dsn_env", "environment variable %s does not hold a PostgreSQL DSN (postgres://… or key=value pairs)", out.DSNEnv)
 		}
 		out.SpoolPath = filepath.Join(c.p.Dir, ReviewSpoolFile)
-	case "none":
+	case ReviewNone:
 		if r.Path != "" || r.DSNEnv != "" {
 			c.ps.add("review.store", "store none keeps nothing: remove path and dsn_env")
 		}
@@ -351,7 +351,7 @@ func (c *compiler) review() {
 		} else {
 			envSet("review.webhook.secret_env", w.SecretEnv)
 		}
-		if out.Store == "none" {
+		if out.Store == ReviewNone {
 			c.ps.add("review.webhook", "webhook needs a store (its pending deliveries live there)")
 		}
 		out.Webhook = &WebhookSettings{URL: w.URL, SecretEnv: w.SecretEnv}

@@ -19,8 +19,11 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
-// EnvConfig names the config file when -c is not given.
-const EnvConfig = "CONTRACTD_CONFIG"
+// EnvConfig names the config file when -c is not given: the "config" key
+// under Resolve's environment prefix.
+const EnvConfig = envPrefix + "_CONFIG"
+
+const envPrefix = "CONTRACTD"
 
 // DefaultFile is the config file used when neither -c nor CONTRACTD_CONFIG is set.
 const DefaultFile = "contractd.yaml"
@@ -28,7 +31,8 @@ const DefaultFile = "contractd.yaml"
 // Resolve picks the config path: the flag, else CONTRACTD_CONFIG, else the default.
 func Resolve(flag string) string {
 	v := viper.New()
-	_ = v.BindEnv("config", EnvConfig)
+	v.SetEnvPrefix(envPrefix)
+	v.AutomaticEnv() // "config" reads EnvConfig
 	v.SetDefault("config", DefaultFile)
 	if flag != "" {
 		v.Set("config", flag)

@@ -58,9 +58,19 @@ type AuditSettings struct {
 	IncludeContent bool
 }
 
+// ReviewStore is review.store: where needs_review items are kept.
+type ReviewStore string
+
+// The review stores.
+const (
+	ReviewSQLite   ReviewStore = "sqlite" // the default: a file beside the config
+	ReviewPostgres ReviewStore = "postgres"
+	ReviewNone     ReviewStore = "none" // nothing kept
+)
+
 // ReviewSettings are review settings with defaults applied; Path is absolute.
 type ReviewSettings struct {
-	Store     string // sqlite | postgres | none
+	Store     ReviewStore
 	Path      string // sqlite file
 	DSNEnv    string // postgres: variable holding the DSN
 	Retention time.Duration

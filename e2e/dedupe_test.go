@@ -14,8 +14,7 @@ import (
 // from the dedupe window: same review, no upstream call, an audit line
 // marked deduplicated, and the cache's size on /metrics.
 func TestDedupeRealBinary(t *testing.T) {
-	up := newUpstream(t, byModel)
-	d := startDaemon(t, writeConfig(t, t.TempDir(), renderConfig(cfgOpts{upstream: up.URL()})), baseEnv())
+	up, d := serveBase(t, t.TempDir())
 	post := func() (*http.Response, map[string]any) { return postDedupe(t, d) }
 	r1, e1 := post()
 	calls := len(up.Requests())
@@ -41,13 +40,7 @@ func TestDedupeRealBinary(t *testing.T) {
 	}) {
 		t.Fatalf("no deduplicated audit line for %s:\n%s", reqID, d.stdout)
 	}
-	resp, err := http.Get("http://" + d.Admin + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if !bytes.Contains(b, []byte("contractd_dedupe_entries 1\n")) || !bytes.Contains(b, []byte("contractd_dedupe_evictions_total 0\n")) {
+	if b := d.metrics(t); !bytes.Contains(b, []byte("contractd_dedupe_entries 1\n")) || !bytes.Contains(b, []byte("contractd_dedupe_evictions_total 0\n")) {
 		t.Fatalf("metrics:\n%s", b)
 	}
 }

@@ -519,6 +519,14 @@ func renderConfig(o cfgOpts) string {
 	return s + o.routes
 }
 
+// serveBase starts contractd on a byModel fake upstream with the base
+// config written to dir/contractd.yaml.
+func serveBase(t *testing.T, dir string) (*fakeUpstream, *daemon) {
+	t.Helper()
+	up := newUpstream(t, byModel)
+	return up, startDaemon(t, writeConfig(t, dir, renderConfig(cfgOpts{upstream: up.URL()})), baseEnv())
+}
+
 // writeConfig writes text to dir/contractd.yaml and returns its path.
 func writeConfig(t testing.TB, dir, text string) string {
 	t.Helper()
@@ -557,6 +565,18 @@ func extraRoute(name, model string) string {
 
 // ---------------------------------------------------------------------------
 // Plain HTTP helpers (for what the SDKs do not show: headers, raw bodies).
+
+// metrics is the admin listener's /metrics text.
+func (d *daemon) metrics(t *testing.T) []byte {
+	t.Helper()
+	resp, err := http.Get("http://" + d.Admin + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return b
+}
 
 func reviewBody(route, text string) string {
 	b, _ := json.Marshal(map[string]any{
@@ -630,6 +650,29 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// repeat calls fn on n workers, each again as soon as it returns (with
+// the worker's index and its count of calls so far), until the stop it
+// returns is called; stop returns once every call has ended.
+func repeat(n int, fn func(worker, call int)) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for call := 0; ; call++ {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				fn(w, call)
+			}
+		}()
+	}
+	return func() { close(done); wg.Wait() }
 }
 
 // scanLines splits s into non-empty lines.

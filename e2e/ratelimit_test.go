@@ -1,8 +1,6 @@
 package e2e
 
 import (
-	"io"
-	"net/http"
 	"regexp"
 	"strconv"
 	"strings"
@@ -72,13 +70,7 @@ var storeErrRE = regexp.MustCompile(`(?m)^contractd_rate_limit_store_errors_tota
 
 func storeErrors(t *testing.T, d *daemon) float64 {
 	t.Helper()
-	resp, err := http.Get("http://" + d.Admin + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	m := storeErrRE.FindSubmatch(b)
+	m := storeErrRE.FindSubmatch(d.metrics(t))
 	if m == nil {
 		t.Fatalf("no contractd_rate_limit_store_errors_total on /metrics")
 	}

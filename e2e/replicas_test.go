@@ -192,30 +192,18 @@ func (c *cluster) do(bad bool) outcome {
 }
 
 // load runs workers sending requests (every third one to the needs_review
-// route) until stop is closed, and returns every outcome.
-func (c *cluster) load(workers int, stop <-chan struct{}) func() []outcome {
+// route) until the stop it returns is called, which returns every outcome.
+func (c *cluster) load(workers int) (stop func() []outcome) {
 	var mu sync.Mutex
 	var all []outcome
-	var wg sync.WaitGroup
-	for w := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for n := 0; ; n++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				o := c.do((n+w)%3 == 0)
-				mu.Lock()
-				all = append(all, o)
-				mu.Unlock()
-			}
-		}()
-	}
+	end := repeat(workers, func(w, n int) {
+		o := c.do((n+w)%3 == 0)
+		mu.Lock()
+		all = append(all, o)
+		mu.Unlock()
+	})
 	return func() []outcome {
-		wg.Wait()
+		end()
 		mu.Lock()
 		defer mu.Unlock()
 		return all
@@ -469,8 +457,7 @@ func TestReplicas(t *testing.T) {
 	})
 
 	t.Run("rolling restart under load fails no request", func(t *testing.T) {
-		stop := make(chan struct{})
-		results := c.load(6, stop)
+		results := c.load(6)
 		time.Sleep(500 * time.Millisecond)
 		for i := range 3 {
 			old := c.replica(i)
@@ -491,7 +478,6 @@ func TestReplicas(t *testing.T) {
 			c.set(i, d)
 			time.Sleep(300 * time.Millisecond)
 		}
-		close(stop)
 		all := results()
 		failed, stored := 0, 0
 		for _, o := range all {
@@ -522,15 +508,13 @@ func TestReplicas(t *testing.T) {
 	})
 
 	t.Run("kill -9 of one replica under load loses no item a client was told about", func(t *testing.T) {
-		stop := make(chan struct{})
-		results := c.load(8, stop)
+		results := c.load(8)
 		time.Sleep(time.Second)
 		victim := c.replica(1)
 		victim.signal(syscall.SIGKILL) // requests are in flight on it
 		<-victim.done
 		c.set(1, nil) // the balancer notices it is gone
 		time.Sleep(time.Second)
-		close(stop)
 		all := results()
 		var ids []string
 		onVictim := 0
@@ -592,35 +576,21 @@ func TestReplicasSharedRateLimit(t *testing.T) {
 			c := startCluster(t, 3, o)
 			var ok, limited, other atomic.Int64
 			perReplica := make([]atomic.Int64, 3)
-			stop := make(chan struct{})
-			var wg sync.WaitGroup
 			start := time.Now()
-			for range 12 {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					for {
-						select {
-						case <-stop:
-							return
-						default:
-						}
-						o := c.do(false)
-						switch o.status {
-						case 200:
-							ok.Add(1)
-							perReplica[o.replica].Add(1)
-						case 429:
-							limited.Add(1)
-						default:
-							other.Add(1)
-						}
-					}
-				}()
-			}
+			stop := repeat(12, func(int, int) {
+				o := c.do(false)
+				switch o.status {
+				case 200:
+					ok.Add(1)
+					perReplica[o.replica].Add(1)
+				case 429:
+					limited.Add(1)
+				default:
+					other.Add(1)
+				}
+			})
 			time.Sleep(5 * time.Second)
-			close(stop)
-			wg.Wait()
+			stop()
 			el := time.Since(start)
 			want := burst + rate*el.Seconds()
 			got := float64(ok.Load())

@@ -80,33 +80,19 @@ func TestReviewSurvivesKill9(t *testing.T) {
 	defer client.CloseIdleConnections()
 	var mu sync.Mutex
 	var ids []string
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	for i := 0; i < 8; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				if id, ok := badReview(client, d); ok {
-					mu.Lock()
-					ids = append(ids, id)
-					mu.Unlock()
-				}
-			}
-		}()
-	}
+	stop := repeat(8, func(int, int) {
+		if id, ok := badReview(client, d); ok {
+			mu.Lock()
+			ids = append(ids, id)
+			mu.Unlock()
+		}
+	})
 	if !waitFor(20*time.Second, func() bool { mu.Lock(); defer mu.Unlock(); return len(ids) >= 40 }) {
 		t.Fatal("too few 422s")
 	}
 	d.signal(syscall.SIGKILL) // requests are in flight on 8 clients
 	<-d.done
-	close(stop)
-	wg.Wait()
+	stop()
 	mu.Lock()
 	got := append([]string(nil), ids...)
 	mu.Unlock()
@@ -165,13 +151,7 @@ func TestReviewStoreUnavailableAtStart(t *testing.T) {
 	if st, m := adminGet(t, d, "/admin/reviews/"+id); st != 200 || m["status"] != "pending" {
 		t.Fatalf("%d %v", st, m)
 	}
-	resp, err := http.Get("http://" + d.Admin + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if !bytes.Contains(b, []byte("contractd_review_store_errors_total 1")) || !bytes.Contains(b, []byte(`contractd_reviews_pending{`)) {
+	if b := d.metrics(t); !bytes.Contains(b, []byte("contractd_review_store_errors_total 1")) || !bytes.Contains(b, []byte(`contractd_reviews_pending{`)) {
 		t.Fatalf("metrics:\n%s", b)
 	}
 }
@@ -181,10 +161,8 @@ func TestReviewStoreUnavailableAtStart(t *testing.T) {
 // needs_review items go to the spool, and into the store once writes work
 // again.
 func TestReviewStoreUnwritableAtRuntime(t *testing.T) {
-	up := newUpstream(t, byModel)
 	dir := t.TempDir()
-	cfg := writeConfig(t, dir, renderConfig(cfgOpts{upstream: up.URL()}))
-	d := startDaemon(t, cfg, baseEnv())
+	_, d := serveBase(t, dir)
 	client := &http.Client{}
 	defer client.CloseIdleConnections()
 	for i := 0; i < 3; i++ { // the store grows past the limit set below
@@ -240,9 +218,7 @@ func TestReviewStoreUnwritableAtRuntime(t *testing.T) {
 // The binary serves the reviewer page from its embedded files on the admin
 // listener, without a key and with its CSP; the API listener does not.
 func TestReviewPageServedByBinary(t *testing.T) {
-	up := newUpstream(t, byModel)
-	cfg := writeConfig(t, t.TempDir(), renderConfig(cfgOpts{upstream: up.URL()}))
-	d := startDaemon(t, cfg, baseEnv())
+	_, d := serveBase(t, t.TempDir())
 	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	defer client.CloseIdleConnections()
 	get := func(url string) (*http.Response, string) {

@@ -58,10 +58,9 @@ func assertServes(t *testing.T, d *daemon, route, want string) {
 
 func TestReloadOnFileChange(t *testing.T) {
 	t.Parallel()
-	up := newUpstream(t, byModel)
 	dir := t.TempDir()
-	cfg := writeConfig(t, dir, renderConfig(cfgOpts{upstream: up.URL()}))
-	d := startDaemon(t, cfg, baseEnv())
+	cfg := filepath.Join(dir, "contractd.yaml")
+	up, d := serveBase(t, dir)
 	assertServes(t, d, "review-sentiment", goodContent)
 	if contains(modelIDs(t, d), "review-new") {
 		t.Fatal("review-new served before it was configured")
@@ -187,9 +186,7 @@ func TestReloadOnSIGHUP(t *testing.T) {
 
 func TestSIGTERMDrainsInFlight(t *testing.T) {
 	t.Parallel()
-	up := newUpstream(t, byModel)
-	cfg := writeConfig(t, t.TempDir(), renderConfig(cfgOpts{upstream: up.URL()}))
-	d := startDaemon(t, cfg, baseEnv())
+	up, d := serveBase(t, t.TempDir())
 
 	type result struct {
 		status int
@@ -270,9 +267,7 @@ func TestSIGTERMDrainsInFlight(t *testing.T) {
 
 func TestSIGTERMIdleExitsZero(t *testing.T) {
 	t.Parallel()
-	up := newUpstream(t, byModel)
-	cfg := writeConfig(t, t.TempDir(), renderConfig(cfgOpts{upstream: up.URL()}))
-	d := startDaemon(t, cfg, baseEnv())
+	_, d := serveBase(t, t.TempDir())
 	d.signal(syscall.SIGTERM)
 	if code := d.wait(10 * time.Second); code != 0 {
 		t.Fatalf("exit code %d, want 0", code)

@@ -2,8 +2,6 @@ package e2e
 
 import (
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,13 +12,7 @@ import (
 // reloadMetric is contractd_config_reloads_total by result.
 func reloadMetric(t *testing.T, d *daemon) (success, failure int) {
 	t.Helper()
-	resp, err := http.Get("http://" + d.Admin + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	for _, l := range strings.Split(string(b), "\n") {
+	for _, l := range strings.Split(string(d.metrics(t)), "\n") {
 		_, _ = fmt.Sscanf(l, `contractd_config_reloads_total{result="success"} %d`, &success)
 		_, _ = fmt.Sscanf(l, `contractd_config_reloads_total{result="failure"} %d`, &failure)
 	}
@@ -38,10 +30,8 @@ func isReload(m map[string]any) bool {
 // new log level without a restart.
 func TestReloadWatchesOnlyItsFiles(t *testing.T) {
 	t.Parallel()
-	up := newUpstream(t, byModel)
 	dir := t.TempDir()
-	cfg := writeConfig(t, dir, renderConfig(cfgOpts{upstream: up.URL()}))
-	d := startDaemon(t, cfg, baseEnv())
+	up, d := serveBase(t, dir)
 	assertServes(t, d, "review-sentiment", goodContent)
 
 	for i := range 1000 {

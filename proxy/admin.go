@@ -53,6 +53,6 @@ func (a *Admin) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			a.Reviews.ServeHTTP(w, r)
 			return
 		}
-		writeError(w, &APIError{Status: http.StatusNotFound, Type: typeInvalidRequest, Code: "not_found", Message: "no such endpoint"})
+		writeError(w, &APIError{Status: http.StatusNotFound, Type: typeInvalidRequest, Code: CodeNotFound, Message: "no such endpoint"})
 	}
 }

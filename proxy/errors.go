@@ -17,6 +17,7 @@ const (
 	typeNeedsReview    = "needs_review"
 	typeUpstream       = "upstream_error"
 	typeRateLimit      = "rate_limit_error"
+	typeServer         = "server_error"
 
 	CodeInvalidJSON          = "invalid_json"
 	CodeInputSchemaViolation = "input_schema_violation"
@@ -39,6 +40,10 @@ const (
 	CodeRequestTimeout       = "request_timeout"
 	CodeServerBusy           = "server_busy"
 	CodeClientClosed         = "client_closed_request"
+	CodeNotFound             = "not_found" // no such endpoint
+	CodeContractNotFound     = "contract_not_found"
+	CodeReviewStoreDown      = "review_store_unavailable"
+	CodeInternal             = "internal_error"
 )
 
 // APIError is a client-facing error. Message is written for the client and

@@ -170,7 +170,7 @@ func (s *Server) Replay(ctx context.Context, routeName string, body []byte) (*Re
 	defer cancel()
 	r, err := http.NewRequestWithContext(ctx, http.MethodPost, "/", http.NoBody)
 	if err != nil {
-		return nil, &APIError{Status: http.StatusInternalServerError, Type: "server_error", Code: "internal_error", Message: err.Error()}
+		return nil, &APIError{Status: http.StatusInternalServerError, Type: typeServer, Code: CodeInternal, Message: err.Error()}
 	}
 	id := newRequestID()
 	x := &exchange{s: s, st: st, start: time.Now(), ev: &audit.Event{Time: time.Now().UTC(), RequestID: id, Route: route.Name},

@@ -63,13 +63,13 @@ func (s *Server) ReviewAdmin() http.Handler {
 	mux.HandleFunc("POST /admin/reviews/{id}/rerun", s.rerunReview)
 	mux.HandleFunc("POST /admin/check", s.adminCheck)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, &APIError{Status: http.StatusNotFound, Type: typeInvalidRequest, Code: "not_found",
+		writeError(w, &APIError{Status: http.StatusNotFound, Type: typeInvalidRequest, Code: CodeNotFound,
 			Message: "no such endpoint: " + r.Method + " " + r.URL.Path})
 	})
 	return mux
 }
 
-var errStoreDown = &APIError{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "review_store_unavailable",
+var errStoreDown = &APIError{Status: http.StatusServiceUnavailable, Type: typeServer, Code: CodeReviewStoreDown,
 	Message: "the review store is unavailable; try again"}
 
 // store is the open store or the error to answer with.
@@ -140,6 +140,11 @@ func (s *Server) adminGetReview(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	it, err := s.Reviews.get(r.Context(), r.PathValue("id"))
+	s.writeItem(w, it, err)
+}
+
+// writeItem answers with a store call's item, or with its error.
+func (s *Server) writeItem(w http.ResponseWriter, it *review.Item, err error) {
 	if err != nil {
 		writeError(w, s.storeError(err))
 		return
@@ -426,11 +431,7 @@ func (s *Server) rerunReview(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	it, err := st.AppendAttempts(context.WithoutCancel(r.Context()), it.ID, atts)
-	if err != nil {
-		writeError(w, s.storeError(err))
-		return
-	}
-	writeJSON(w, http.StatusOK, it)
+	s.writeItem(w, it, err)
 }
 
 type checkBody struct {
@@ -469,7 +470,7 @@ func (s *Server) adminCheck(w http.ResponseWriter, r *http.Request) {
 		k = route.Contract
 	case b.Contract != "":
 		if k = rt.Contracts[b.Contract]; k == nil {
-			writeError(w, &APIError{Status: http.StatusNotFound, Type: typeInvalidRequest, Code: "contract_not_found", Param: strPtr("contract"),
+			writeError(w, &APIError{Status: http.StatusNotFound, Type: typeInvalidRequest, Code: CodeContractNotFound, Param: strPtr("contract"),
 				Message: "unknown contract " + quoteForMessage(b.Contract)})
 			return
 		}

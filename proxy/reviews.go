@@ -271,7 +271,7 @@ func (s *Server) getReview(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errReviewNotFound)
 	case err != nil:
 		s.Logger.Error("review store read failed", "error", err.Error())
-		writeError(w, &APIError{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "review_store_unavailable", Message: "the review store is unavailable; try again"})
+		writeError(w, errStoreDown)
 	default:
 		writeJSON(w, http.StatusOK, clientReview{ID: it.ID, Status: it.Status, Route: it.Route, Contract: it.Contract.Name,
 			CreatedAt: it.CreatedAt, ResolvedAt: it.ResolvedAt, Resolution: it.Resolution})

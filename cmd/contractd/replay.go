@@ -83,10 +83,10 @@ func cmdReplay(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	}
 	var sum *replay.Summary
 	if *reviews {
-		if rt.Review.Store == "none" {
+		if rt.Review.Store == config.ReviewNone {
 			return usageErr("review.store is none in %s: there are no stored reviews", path)
 		}
-		if rt.Review.Store == "sqlite" {
+		if rt.Review.Store == config.ReviewSQLite {
 			// Opening would create an empty store; replaying it is a mistake.
 			if _, err := os.Stat(rt.Review.Path); err != nil {
 				return usageErr("review store %s: %v", rt.Review.Path, cleanErr(err))

@@ -77,11 +77,11 @@ func loadServable(path string) (*config.Runtime, error) {
 // spooled and the queue keeps trying.
 func openReviews(ctx context.Context, rt *config.Runtime, logger *slog.Logger) (*proxy.ReviewQueue, error) {
 	rc := rt.Review
-	if rc.Store == "none" {
+	if rc.Store == config.ReviewNone {
 		return nil, nil
 	}
 	var hub *review.Hub
-	if rc.Store == "postgres" {
+	if rc.Store == config.ReviewPostgres {
 		// Resolutions on any replica reach this replica's waiters through
 		// the store's LISTEN connection.
 		hub = review.NewHub()
@@ -104,9 +104,9 @@ func openReviews(ctx context.Context, rt *config.Runtime, logger *slog.Logger) (
 // made by any replica (nil: no LISTEN connection).
 func storeOpener(rc config.ReviewSettings, hub *review.Hub) (func(context.Context) (review.Store, error), error) {
 	switch rc.Store {
-	case "sqlite":
+	case config.ReviewSQLite:
 		return func(ctx context.Context) (review.Store, error) { return review.OpenSQLite(ctx, rc.Path) }, nil
-	case "postgres":
+	case config.ReviewPostgres:
 		// The DSN is read here and never logged; the store's errors
 		// redact its password.
 		dsn := os.Getenv(rc.DSNEnv)

@@ -195,7 +195,7 @@ func Run(ctx context.Context, o Options) error {
 			fmt.Fprintln(o.Out, "  - "+b)
 		}
 	}
-	if rt.Review.Store != "none" {
+	if rt.Review.Store != config.ReviewNone {
 		if err := printReviews(ctx, client, o, rt, rows); err != nil {
 			bad = append(bad, err.Error())
 			fmt.Fprintln(o.Out, "Review queue FAILED: "+err.Error())
