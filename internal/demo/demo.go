@@ -78,25 +78,31 @@ type Row struct {
 
 // Event is the part of an audit event the demo reads.
 type Event struct {
-	RequestID string  `json:"request_id"`
-	Route     string  `json:"route"`
-	Outcome   string  `json:"outcome"`
-	Status    int     `json:"status"`
-	Duration  float64 `json:"duration_ms"`
-	Attempts  []struct {
-		Attempt      int     `json:"attempt"`
-		Temperature  float64 `json:"temperature"`
-		Shortened    bool    `json:"shortened"`
-		FinishReason string  `json:"finish_reason"`
-		Violations   []struct {
-			Rule string `json:"rule"`
-		} `json:"violations"`
-	} `json:"attempts"`
-	Usage struct {
+	RequestID string         `json:"request_id"`
+	Route     string         `json:"route"`
+	Outcome   string         `json:"outcome"`
+	Status    int            `json:"status"`
+	Duration  float64        `json:"duration_ms"`
+	Attempts  []EventAttempt `json:"attempts"`
+	Usage     struct {
 		PromptTokens     int `json:"prompt_tokens"`
 		CompletionTokens int `json:"completion_tokens"`
 		TotalTokens      int `json:"total_tokens"`
 	} `json:"usage"`
+}
+
+// EventAttempt is one attempt of an Event.
+type EventAttempt struct {
+	Attempt      int              `json:"attempt"`
+	Temperature  float64          `json:"temperature"`
+	Shortened    bool             `json:"shortened"`
+	FinishReason string           `json:"finish_reason"`
+	Violations   []EventViolation `json:"violations"`
+}
+
+// EventViolation is the part of a violation the demo summarizes.
+type EventViolation struct {
+	Rule string `json:"rule"`
 }
 
 func (e *Event) attemptRules() []string {

@@ -80,19 +80,9 @@ func TestCrossCheckFindsDifferences(t *testing.T) {
 	ev := func(id, outcome string, status int, rules ...string) *Event {
 		e := &Event{RequestID: id, Route: "r", Outcome: outcome, Status: status}
 		for _, r := range rules {
-			a := struct {
-				Attempt      int     `json:"attempt"`
-				Temperature  float64 `json:"temperature"`
-				Shortened    bool    `json:"shortened"`
-				FinishReason string  `json:"finish_reason"`
-				Violations   []struct {
-					Rule string `json:"rule"`
-				} `json:"violations"`
-			}{}
+			var a EventAttempt
 			if r != "" {
-				a.Violations = append(a.Violations, struct {
-					Rule string `json:"rule"`
-				}{r})
+				a.Violations = append(a.Violations, EventViolation{r})
 			}
 			e.Attempts = append(e.Attempts, a)
 		}

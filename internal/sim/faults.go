@@ -155,8 +155,19 @@ func (in *instance) applicable(m Mode) bool {
 	return true
 }
 
-func (in *instance) siteOf(kind string) bool {
+func (in *instance) siteOf(kind siteKind) bool {
 	return slices.ContainsFunc(in.sites, func(s site) bool { return s.kind == kind })
+}
+
+// sitesOf returns the sites of one kind.
+func (in *instance) sitesOf(kind siteKind) []site {
+	var out []site
+	for _, s := range in.sites {
+		if s.kind == kind {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // questionTargets are strings a question-count policy watches (or, without
@@ -318,18 +329,9 @@ func (in *instance) apply(rng *rand.Rand, m Mode) output {
 		root.Delete(pick(rng, present))
 		return output{content: text(render(rng, in.value)), finish: "stop"}
 	case ModeWrongLabel:
-		var cands []site
-		for _, s := range in.sites {
-			if s.kind == siteLabel {
-				cands = append(cands, s)
-			}
-		}
+		cands := in.sitesOf(siteLabel)
 		if len(cands) == 0 {
-			for _, s := range in.sites {
-				if s.kind == siteEnum {
-					cands = append(cands, s)
-				}
-			}
+			cands = in.sitesOf(siteEnum)
 		}
 		s := pick(rng, cands)
 		if cur, ok := get(in.value, s.path).(string); ok {
@@ -337,13 +339,7 @@ func (in *instance) apply(rng *rand.Rand, m Mode) output {
 		}
 		return output{content: text(render(rng, in.value)), finish: "stop"}
 	case ModeBadEvidence:
-		var cands []site
-		for _, s := range in.sites {
-			if s.kind == siteEvidence {
-				cands = append(cands, s)
-			}
-		}
-		s := pick(rng, cands)
+		s := pick(rng, in.sitesOf(siteEvidence))
 		if cur, ok := get(in.value, s.path).(string); ok {
 			set(in.value, s.path, paraphrase(cur, in.sources[s.source], in.sources[""]))
 		}

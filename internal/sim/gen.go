@@ -78,33 +78,28 @@ func (h *Hints) label(path []string) *LabelHint {
 	if h == nil {
 		return nil
 	}
-	for i := range h.Labels {
-		if h.Labels[i].Path.match(path) {
-			return &h.Labels[i]
-		}
-	}
-	return nil
+	return hintAt(h.Labels, path, func(l *LabelHint) pathPat { return l.Path })
 }
 
 func (h *Hints) evidence(path []string) *EvidenceHint {
 	if h == nil {
 		return nil
 	}
-	for i := range h.Evidence {
-		if h.Evidence[i].Path.match(path) {
-			return &h.Evidence[i]
-		}
-	}
-	return nil
+	return hintAt(h.Evidence, path, func(e *EvidenceHint) pathPat { return e.Path })
 }
 
 func (h *Hints) question(path []string) *QuestionHint {
 	if h == nil {
 		return nil
 	}
-	for i := range h.Questions {
-		if h.Questions[i].Path.match(path) {
-			return &h.Questions[i]
+	return hintAt(h.Questions, path, func(q *QuestionHint) pathPat { return q.Path })
+}
+
+// hintAt returns the first of hints whose path matches path, or nil.
+func hintAt[H any](hints []H, path []string, pathOf func(*H) pathPat) *H {
+	for i := range hints {
+		if pathOf(&hints[i]).match(path) {
+			return &hints[i]
 		}
 	}
 	return nil
@@ -122,17 +117,19 @@ func (h *Hints) forbidden(path []string, s string) bool {
 	return false
 }
 
-// Site kinds: where a generated value came from, so a failure mode can
+// siteKind is where a generated value came from, so a failure mode can
 // break exactly that kind of value.
+type siteKind string
+
 const (
-	siteLabel    = "label"
-	siteEnum     = "enum"
-	siteEvidence = "evidence"
-	siteQuestion = "question" // a string under a question policy
+	siteLabel    siteKind = "label"
+	siteEnum     siteKind = "enum"
+	siteEvidence siteKind = "evidence"
+	siteQuestion siteKind = "question" // a string under a question policy
 )
 
 type site struct {
-	kind    string
+	kind    siteKind
 	path    []string
 	allowed []string // label / enum values
 	source  string   // evidence source
