@@ -125,59 +125,46 @@
       const raw = text.slice(start, i);
       return { t: "str", raw, val: JSON.parse(raw) };
     }
+    // list reads the members of an object or array, from its opening
+    // bracket at i to close, one member() before each ',' or close.
+    function list(close, member) {
+      i++;
+      const out = [];
+      ws();
+      if (text[i] === close) {
+        i++;
+        return out;
+      }
+      for (;;) {
+        out.push(member());
+        ws();
+        if (text[i] === ",") {
+          i++;
+          continue;
+        }
+        if (text[i] === close) {
+          i++;
+          return out;
+        }
+        fail("expected ',' or '" + close + "'");
+      }
+    }
     function value() {
       ws();
       const c = text[i];
       if (c === "{") {
-        i++;
-        const entries = [];
-        ws();
-        if (text[i] === "}") {
-          i++;
-          return { t: "obj", entries };
-        }
-        for (;;) {
+        const entries = list("}", () => {
           ws();
           if (text[i] !== '"') fail("expected a property name");
           const k = str();
           ws();
           if (text[i] !== ":") fail("expected ':'");
           i++;
-          entries.push({ k, v: value() });
-          ws();
-          if (text[i] === ",") {
-            i++;
-            continue;
-          }
-          if (text[i] === "}") {
-            i++;
-            return { t: "obj", entries };
-          }
-          fail("expected ',' or '}'");
-        }
+          return { k, v: value() };
+        });
+        return { t: "obj", entries };
       }
-      if (c === "[") {
-        i++;
-        const items = [];
-        ws();
-        if (text[i] === "]") {
-          i++;
-          return { t: "arr", items };
-        }
-        for (;;) {
-          items.push(value());
-          ws();
-          if (text[i] === ",") {
-            i++;
-            continue;
-          }
-          if (text[i] === "]") {
-            i++;
-            return { t: "arr", items };
-          }
-          fail("expected ',' or ']'");
-        }
-      }
+      if (c === "[") return { t: "arr", items: list("]", value) };
       if (c === '"') return str();
       const m = /^(?:-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?|true|false|null)/.exec(text.slice(i, i + 400));
       if (!m) fail("unexpected character");
