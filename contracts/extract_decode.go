@@ -65,7 +65,7 @@ type objDecoder struct {
 	buf   bytes.Buffer
 	dec   jsontext.Decoder
 	stack []decodeFrame
-	vals  []any    // the elements of open arrays, innermost last
+	vals  []any        // the elements of open arrays, innermost last
 	mems  []openMember // the members of open objects not yet in a map
 	arena []byte
 	slab  []string // boxed strings and numbers (see box)

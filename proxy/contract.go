@@ -24,7 +24,9 @@ func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
 
 func sha(b []byte) string {
 	s := sha256.Sum256(b)
-	return hex.EncodeToString(s[:])
+	var h [2 * sha256.Size]byte
+	hex.Encode(h[:], s[:])
+	return string(h[:])
 }
 
 // verdict is the outcome of the attempt loop.
@@ -277,10 +279,14 @@ func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 // routes. Never the client's Authorization, and not OpenAI-Organization or
 // OpenAI-Project: the route decides which account its key bills.
 // (traceparent is injected from the server span, not copied.)
+// nil when there is none.
 func forwardHeaders(r *http.Request) http.Header {
-	h := http.Header{}
+	var h http.Header
 	for _, k := range []string{"X-Request-Id"} {
 		if v := r.Header.Values(k); len(v) > 0 {
+			if h == nil {
+				h = http.Header{}
+			}
 			h[http.CanonicalHeaderKey(k)] = v
 		}
 	}

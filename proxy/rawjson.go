@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"sync"
 	"unsafe"
 
 	"github.com/go-json-experiment/json/jsontext"
@@ -27,8 +28,14 @@ var errNotObject = errors.New("request body must be a JSON object")
 // invalid UTF-8 are errors (jsontext's defaults), as is trailing data.
 // Member names and values alias b (jsontext decodes a bytes.Buffer in
 // place): b must outlive the object and not change.
-func parseObject(b []byte) (object, error) {
-	dec := jsontext.NewDecoder(bytes.NewBuffer(b))
+func parseObject(b []byte) (object, error) { return appendObject(make(object, 0, 8), b) }
+
+// appendObject is parseObject appending the members to obj, so a caller
+// reading many small objects reuses one slice.
+func appendObject(obj object, b []byte) (object, error) {
+	d := getDecoder(b)
+	defer d.release()
+	dec := &d.dec
 	tok, err := dec.ReadToken()
 	if err != nil {
 		return nil, err
@@ -36,25 +43,25 @@ func parseObject(b []byte) (object, error) {
 	if tok.Kind() != '{' {
 		return nil, errNotObject
 	}
-	var obj object
 	for dec.PeekKind() != '}' {
 		from := dec.InputOffset()
-		tok, err := dec.ReadToken()
+		// The name is read raw: it is a slice of b, and its unquoted form
+		// (when it has escapes) a copy.
+		qname, err := dec.ReadValue()
 		if err != nil {
 			return nil, err
 		}
-		name := tok.String() // the token is void after the next read
 		// Between the previous value and the end of the name there is only
 		// whitespace, a comma, and the quoted name itself.
 		var raw []byte // nil: apply re-quotes Name
 		if span := b[from:dec.InputOffset()]; bytes.IndexByte(span, '"') >= 0 {
-			raw = span[bytes.IndexByte(span, '"'):]
+			raw = within(span[bytes.IndexByte(span, '"'):], b)
 		}
 		val, err := dec.ReadValue()
 		if err != nil {
 			return nil, err
 		}
-		obj = append(obj, member{Name: name, Value: within(val, b), rawName: within(raw, b)})
+		obj = append(obj, member{Name: nameOf(qname, b), Value: within(val, b), rawName: raw})
 	}
 	if _, err := dec.ReadToken(); err != nil {
 		return nil, err
@@ -69,25 +76,72 @@ func parseObject(b []byte) (object, error) {
 	return obj, nil
 }
 
+// nameOf is the unquoted member name q (valid, as the decoder read it). A
+// name without escapes is its bytes in b, shared like the member's value
+// rather than copied; one with escapes is unquoted into a string of its own.
+func nameOf(q, b []byte) string {
+	in := q[1 : len(q)-1]
+	if bytes.IndexByte(in, '\\') < 0 {
+		if len(in) > 0 && inside(in, b) {
+			return unsafe.String(unsafe.SliceData(in), len(in))
+		}
+		return string(in)
+	}
+	u, _ := jsontext.AppendUnquote(nil, q) // q was validated by ReadValue
+	return string(u)
+}
+
+// rawDecoder is a pooled jsontext decoder: a fresh one allocates its
+// buffers and, per object, its duplicate-name tracking, which Reset keeps.
+type rawDecoder struct {
+	buf bytes.Buffer
+	dec jsontext.Decoder
+}
+
+var rawDecoders = sync.Pool{New: func() any { return new(rawDecoder) }}
+
+// getDecoder returns a decoder of b with jsontext's default options
+// (duplicate names and invalid UTF-8 rejected), reading b in place.
+func getDecoder(b []byte) *rawDecoder {
+	d := rawDecoders.Get().(*rawDecoder)
+	d.buf = *bytes.NewBuffer(b)
+	d.dec.Reset(&d.buf)
+	return d
+}
+
+// release drops every reference into the decoded bytes and pools d.
+func (d *rawDecoder) release() {
+	d.buf = bytes.Buffer{}
+	d.dec.Reset(&d.buf)
+	rawDecoders.Put(d)
+}
+
 // within returns v when it is a slice of b (the decoder's values alias its
 // bytes.Buffer), else a copy of it: a value valid only until the decoder's
 // next read must not be kept.
 func within(v, b []byte) []byte {
-	if len(v) == 0 || len(b) == 0 {
-		return bytes.Clone(v)
-	}
-	start := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
-	p := uintptr(unsafe.Pointer(unsafe.SliceData(v)))
-	if p >= start && p+uintptr(len(v)) <= start+uintptr(len(b)) {
+	if len(v) > 0 && inside(v, b) {
 		return v[:len(v):len(v)]
 	}
 	return bytes.Clone(v)
 }
 
+// inside reports whether the non-empty v is a slice of b.
+func inside(v, b []byte) bool {
+	if len(b) == 0 {
+		return false
+	}
+	start := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	p := uintptr(unsafe.Pointer(unsafe.SliceData(v)))
+	return p >= start && p+uintptr(len(v)) <= start+uintptr(len(b))
+}
+
 // parseArray splits a JSON array into its elements, aliasing b as
 // parseObject does.
 func parseArray(b []byte) ([]jsontext.Value, error) {
-	dec := jsontext.NewDecoder(bytes.NewBuffer(b))
+	d := getDecoder(b)
+	defer d.release()
+	dec := &d.dec
 	tok, err := dec.ReadToken()
 	if err != nil {
 		return nil, err
@@ -135,7 +189,12 @@ func (o object) apply(edits []edit) []byte {
 	var b bytes.Buffer
 	b.Grow(o.sizeAfter(edits))
 	b.WriteByte('{')
-	done := make([]bool, len(edits))
+	var doneBuf [16]bool // on the stack for the usual few edits
+	done := doneBuf[:]
+	if len(edits) > len(done) {
+		done = make([]bool, len(edits))
+	}
+	done = done[:len(edits)]
 	first := true
 	write := func(name string, rawName, val []byte) {
 		if !first {
@@ -205,12 +264,7 @@ func writeString(b *bytes.Buffer, s string) {
 // quoteJSON is mustJSON for a string, in a buffer sized once: a large
 // message is not re-copied as the buffer grows.
 func quoteJSON(s string) []byte {
-	var b bytes.Buffer
-	b.Grow(len(s) + len(s)/8 + 16)
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	_ = enc.Encode(s) // a string always encodes
-	return bytes.TrimSuffix(b.Bytes(), []byte{'\n'})
+	return appendJSONString(make([]byte, 0, len(s)+len(s)/8+16), s)
 }
 
 func mustJSON(v any) []byte {
@@ -221,4 +275,14 @@ func mustJSON(v any) []byte {
 		panic(err) // only called with values we built
 	}
 	return bytes.TrimSuffix(b.Bytes(), []byte{'\n'})
+}
+
+// stringValue is unquoteJSON for a string value v that was parsed (so
+// valid): one without escapes is copied as it is (the string outlives the
+// body's buffer), without encoding/json's reflection.
+func stringValue(v []byte) string {
+	if in := v[1 : len(v)-1]; bytes.IndexByte(in, '\\') < 0 {
+		return string(in)
+	}
+	return unquoteJSON(v)
 }

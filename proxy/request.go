@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/contractd/contractd/config"
 	"github.com/contractd/contractd/contracts"
@@ -134,18 +135,20 @@ func readMessages(obj object) ([]clientMessage, *APIError) {
 		return nil, badRequest(CodeInvalidJSON, "messages", "messages must be an array of objects")
 	}
 	out := make([]clientMessage, 0, len(items))
+	var scratch [8]member // a message's members, reused from one to the next
 	for i, it := range items {
 		var m struct {
 			Role    *string
 			Content jsontext.Value
 		}
 		if it.Kind() == '{' {
-			if mo, err := parseObject(it); err == nil {
+			if mo, err := appendObject(scratch[:0], it); err == nil {
 				if v, ok := mo.get("role"); ok && v.Kind() == '"' {
-					role := unquoteJSON(v)
+					role := stringValue(v)
 					m.Role = &role
 				}
 				m.Content, _ = mo.get("content")
+				clear(mo) // drop the references into the body
 			}
 		}
 		if m.Role == nil {
@@ -159,7 +162,11 @@ func readMessages(obj object) ([]clientMessage, *APIError) {
 		switch c := bytes.TrimSpace(m.Content); {
 		case len(c) == 0 || string(c) == "null":
 		case c[0] == '"':
-			_ = jsonv2.Unmarshal(c, &cm.Content) // one pass (encoding/json scans twice)
+			if in := c[1 : len(c)-1]; bytes.IndexByte(in, '\\') < 0 {
+				cm.Content = string(in) // a copy: it outlives the body's buffer
+			} else {
+				_ = jsonv2.Unmarshal(c, &cm.Content) // one pass (encoding/json scans twice)
+			}
 			cm.IsString = true
 		case c[0] == '[':
 			// A part's type must be present and a string: a provider that
@@ -278,7 +285,11 @@ type attemptBody struct {
 	Shortened   bool
 }
 
-// Build renders attempt a's upstream body (SPEC §9 "Upstream body").
+// Build renders attempt a's upstream body: the client's object with only
+// the members the route controls replaced (model, messages with the
+// rendered prompt first, temperature, the token limit, seed, stream,
+// response_format) and the contract-only ones removed; everything else is
+// forwarded as the client wrote it.
 func (p *Prepared) Build(a retry.Attempt) (*attemptBody, *APIError) {
 	r := p.Route
 	input := p.Input
@@ -296,8 +307,10 @@ func (p *Prepared) Build(a retry.Attempt) (*attemptBody, *APIError) {
 	}
 	sys, quoted, static := r.Prompt.StaticSystem()
 	// Sized once for the usual case (a static system prompt and the
-	// client's messages as sent), so the buffer does not grow in steps.
-	var msgs bytes.Buffer
+	// client's messages as sent), so the buffer does not grow in steps;
+	// pooled, as it is copied into the body below.
+	msgs := msgsPool.Get().(*bytes.Buffer)
+	defer putMsgs(msgs)
 	size := len(quoted) + 64
 	for _, m := range p.messages {
 		size += len(m.Raw) + 1
@@ -311,7 +324,7 @@ func (p *Prepared) Build(a retry.Attempt) (*attemptBody, *APIError) {
 		if sys, err = r.Prompt.RenderSystem(data); err != nil {
 			return nil, badRequest(CodeInputSchemaViolation, "", "the input cannot fill route %q's prompt: %s", r.Name, templateErr(err))
 		}
-		writeString(&msgs, sys)
+		writeString(msgs, sys)
 	}
 	msgs.WriteByte('}')
 	texts := []string{sys}
@@ -321,7 +334,7 @@ func (p *Prepared) Build(a retry.Attempt) (*attemptBody, *APIError) {
 		return nil, badRequest(CodeInputSchemaViolation, "", "the input cannot fill route %q's prompt: %s", r.Name, templateErr(err))
 	case hasUser:
 		msgs.WriteString(`,{"role":"user","content":`)
-		writeString(&msgs, user)
+		writeString(msgs, user)
 		msgs.WriteByte('}')
 		texts = append(texts, user)
 	case a.Shorten != nil:
@@ -358,6 +371,15 @@ func (p *Prepared) Build(a retry.Attempt) (*attemptBody, *APIError) {
 	}
 	ab.Body = p.body.apply(p.edits(msgs.Bytes(), a.Temperature))
 	return ab, nil
+}
+
+var msgsPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+func putMsgs(b *bytes.Buffer) {
+	if b.Cap() <= 64<<10 { // do not keep a rare huge one
+		b.Reset()
+		msgsPool.Put(b)
+	}
 }
 
 // shortenMessage cuts a user message's content (to ratio of its
@@ -409,11 +431,20 @@ func (p *Prepared) edits(messages []byte, temp float64) []edit {
 	if r.Upstream.MaxTokensParam == "max_completion_tokens" {
 		maxField, otherField = otherField, maxField
 	}
+	// The small values share one buffer.
+	sc := make([]byte, 0, len(r.Model)+48)
+	sc = appendJSONString(sc, r.Model)
+	model := sc[:len(sc):len(sc)]
+	sc = strconv.AppendFloat(sc, temp, 'f', -1, 64)
+	temperature := sc[len(model):len(sc):len(sc)]
+	n := len(sc)
+	sc = strconv.AppendInt(sc, int64(r.MaxOutputTokens), 10)
+	maxTokens := sc[n:len(sc):len(sc)]
 	es := []edit{
-		{Name: "model", Value: mustJSON(r.Model)},
+		{Name: "model", Value: model},
 		{Name: "messages", Value: messages},
-		{Name: "temperature", Value: []byte(strconv.FormatFloat(temp, 'f', -1, 64))},
-		{Name: maxField, Value: []byte(strconv.Itoa(r.MaxOutputTokens))},
+		{Name: "temperature", Value: temperature},
+		{Name: maxField, Value: maxTokens},
 		{Name: otherField},
 		{Name: "seed"},
 		{Name: "stream", Value: []byte("false")},
