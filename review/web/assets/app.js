@@ -193,14 +193,23 @@
     const span = el("span", "v");
     span.dataset.path = path;
     const pad = "  ".repeat(indent + 1);
+    const text = (t) => span.appendChild(document.createTextNode(t));
+    // block writes open, each member on its own line, and close.
+    const block = (open, close, members, each) => {
+      if (!members.length) {
+        text(open + close);
+        return;
+      }
+      text(open + "\n");
+      members.forEach((x, n) => {
+        each(x, n);
+        text(n < members.length - 1 ? ",\n" : "\n");
+      });
+      text("  ".repeat(indent) + close);
+    };
     switch (node.t) {
       case "obj":
-        if (!node.entries.length) {
-          span.appendChild(document.createTextNode("{}"));
-          break;
-        }
-        span.appendChild(document.createTextNode("{\n"));
-        node.entries.forEach((e, n) => {
+        block("{", "}", node.entries, (e) => {
           const m = el("span", "m");
           m.dataset.path = ptr(path, e.k.val);
           m.appendChild(document.createTextNode(pad));
@@ -208,26 +217,17 @@
           m.appendChild(document.createTextNode(": "));
           render(e.v, ptr(path, e.k.val), indent + 1, m);
           span.appendChild(m);
-          span.appendChild(document.createTextNode(n < node.entries.length - 1 ? ",\n" : "\n"));
         });
-        span.appendChild(document.createTextNode("  ".repeat(indent) + "}"));
         break;
       case "arr":
-        if (!node.items.length) {
-          span.appendChild(document.createTextNode("[]"));
-          break;
-        }
-        span.appendChild(document.createTextNode("[\n"));
-        node.items.forEach((v, n) => {
-          span.appendChild(document.createTextNode(pad));
+        block("[", "]", node.items, (v, n) => {
+          text(pad);
           render(v, ptr(path, n), indent + 1, span);
-          span.appendChild(document.createTextNode(n < node.items.length - 1 ? ",\n" : "\n"));
         });
-        span.appendChild(document.createTextNode("  ".repeat(indent) + "]"));
         break;
       default:
         span.classList.add(node.t === "str" ? "s" : "l");
-        span.appendChild(document.createTextNode(node.raw));
+        text(node.raw);
     }
     // An object member's value is marked through the member span.
     if (parent.classList && parent.classList.contains("m")) delete span.dataset.path;
