@@ -134,6 +134,16 @@ func TestSQLiteMigrateFrom0001(t *testing.T) {
 	if err != nil || len(items) != 1 || items[0].ID != "old" {
 		t.Fatalf("rule filter after migrating: %v %v", items, err)
 	}
+	// Migration 0006 rebuilt review_rules without a rowid, keeping its rows.
+	var wr int
+	db, err = sql.Open("sqlite", "file:"+p)
+	if err == nil {
+		err = db.QueryRow(`SELECT wr FROM pragma_table_list WHERE name = 'review_rules'`).Scan(&wr)
+		db.Close()
+	}
+	if err != nil || wr != 1 {
+		t.Fatalf("review_rules WITHOUT ROWID: %d %v", wr, err)
+	}
 	if recs, err := s.RecentDedupe(context.Background(), time.Unix(0, 0), time.Unix(0, 0), 10); err != nil || len(recs) != 0 {
 		t.Fatal(recs, err)
 	}
