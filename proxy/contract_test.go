@@ -28,14 +28,7 @@ func TestSuccessBody(t *testing.T) {
 		reply(w, 200, completion("\n  "+spaced+"\n\t", "stop", 8, 4))
 	}, cfg{})
 	r := h.post("", classifyReq)
-	if r.Status != 200 {
-		t.Fatalf("status %d: %s", r.Status, r.Body)
-	}
-	if ct := r.Header.Get("Content-Type"); ct != "application/json" {
-		t.Errorf("Content-Type %q", ct)
-	}
-	wantRequestID(t, r)
-	wantContractHeaders(t, r, "classify", 2)
+	wantSuccess(t, r, "application/json", "classify", 2)
 
 	var body struct {
 		ID      string `json:"id"`
@@ -340,14 +333,7 @@ func TestContractStreaming(t *testing.T) {
 			before := h.up.Hits()
 			body := fmt.Sprintf(`{"model":"classify","stream":true,"stream_options":{"include_usage":%v},"messages":[%s]}`, includeUsage, classifyMsg)
 			r := h.post("", body)
-			if r.Status != 200 {
-				t.Fatalf("status %d: %s", r.Status, r.Body)
-			}
-			if ct := r.Header.Get("Content-Type"); ct != "text/event-stream" {
-				t.Errorf("Content-Type %q", ct)
-			}
-			wantRequestID(t, r)
-			wantContractHeaders(t, r, "classify", 2)
+			wantSuccess(t, r, "text/event-stream", "classify", 2)
 			for _, c := range h.up.Calls()[before:] {
 				wantMember(t, c.Body, "stream", "false")
 				wantMember(t, c.Body, "stream_options", "")

@@ -194,24 +194,12 @@ var routeYAML = map[string]string{
       - {temperature: 0, shorten: {ratio: 0.5, keep: head_tail}}
 `,
 	"tight": `
-  - name: tight
-    upstream: up
-    model: test-model-1
-    prompt: freeform
-    contract: answer_v1
-    temperature: 0.5
-    max_output_tokens: 50
-    budget: {max_input_tokens: 60, max_total_tokens: 600}
+  - {name: tight, upstream: up, model: test-model-1, prompt: freeform, contract: answer_v1,
+     temperature: 0.5, max_output_tokens: 50, budget: {max_input_tokens: 60, max_total_tokens: 600}}
 `,
 	"broke": `
-  - name: broke
-    upstream: up
-    model: test-model-1
-    prompt: freeform
-    contract: answer_v1
-    temperature: 0.5
-    max_output_tokens: 50
-    budget: {max_total_tokens: 10}
+  - {name: broke, upstream: up, model: test-model-1, prompt: freeform, contract: answer_v1,
+     temperature: 0.5, max_output_tokens: 50, budget: {max_total_tokens: 10}}
 `,
 	"slow": `
   - name: slow
@@ -451,6 +439,35 @@ func wantContractHeaders(t *testing.T, r *result, route string, attempts int) {
 	if got := r.Header.Get("X-Contract-Attempts"); got != fmt.Sprint(attempts) {
 		t.Errorf("X-Contract-Attempts %q, want %d", got, attempts)
 	}
+}
+
+// wantSuccess checks a 200 of content type ct with one request id and the
+// contract headers of route after attempts.
+func wantSuccess(t *testing.T, r *result, ct, route string, attempts int) {
+	t.Helper()
+	if r.Status != 200 {
+		t.Fatalf("status %d: %s", r.Status, r.Body)
+	}
+	if got := r.Header.Get("Content-Type"); got != ct {
+		t.Errorf("Content-Type %q, want %q", got, ct)
+	}
+	wantRequestID(t, r)
+	wantContractHeaders(t, r, route, attempts)
+}
+
+// postCalls posts body to the default path, wants a 200 and n upstream
+// calls, and returns both.
+func (h *harness) postCalls(body string, n int, hdr ...string) (*result, []*upCall) {
+	h.t.Helper()
+	r := h.post("", body, hdr...)
+	if r.Status != 200 {
+		h.t.Fatalf("status %d: %s", r.Status, r.Body)
+	}
+	calls := h.up.Calls()
+	if len(calls) != n {
+		h.t.Fatalf("upstream hits %d, want %d", len(calls), n)
+	}
+	return r, calls
 }
 
 func sp(s string) *string { return &s }

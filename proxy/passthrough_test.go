@@ -103,13 +103,7 @@ func TestPassthroughStreamsEventByEvent(t *testing.T) {
 		fmt.Fprint(w, "data: [DONE]\n\n")
 		fl.Flush()
 	}, cfg{})
-	req, _ := http.NewRequest("POST", h.front.URL+"/v1/chat/completions", strings.NewReader(`{"model":"raw","stream":true}`))
-	req.Header.Set("Authorization", "Bearer "+clientKey)
-	resp, err := h.client.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
+	resp := h.openStream(t, "raw")
 	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream" {
 		t.Fatalf("status %d %v", resp.StatusCode, resp.Header)
 	}
@@ -261,14 +255,7 @@ func TestPassthroughUpstreamFailures(t *testing.T) {
 			}
 			fmt.Fprint(w, "data: [DONE]\n\n")
 		}, cfg{})
-		req, _ := http.NewRequest("POST", h.front.URL+"/v1/chat/completions", strings.NewReader(`{"model":"raw-fast","stream":true}`))
-		req.Header.Set("Authorization", "Bearer "+clientKey)
-		resp, err := h.client.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, err := io.ReadAll(resp.Body)
-		resp.Body.Close()
+		resp, b, err := h.rawStream(t)
 		if err != nil || !strings.Contains(string(b), `{"n":4}`) || !strings.HasSuffix(string(b), "data: [DONE]\n\n") {
 			t.Errorf("stream cut: %q, %v", b, err)
 		}
@@ -284,14 +271,7 @@ func TestPassthroughUpstreamFailures(t *testing.T) {
 			w.(http.Flusher).Flush()
 			h0hang(r)
 		}, cfg{RequestTimeout: "500ms"})
-		req, _ := http.NewRequest("POST", h.front.URL+"/v1/chat/completions", strings.NewReader(`{"model":"raw-fast","stream":true}`))
-		req.Header.Set("Authorization", "Bearer "+clientKey)
-		resp, err := h.client.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, err := io.ReadAll(resp.Body)
-		resp.Body.Close()
+		resp, b, err := h.rawStream(t)
 		if err == nil || !strings.Contains(string(b), `{"n":1}`) {
 			t.Errorf("want event 1 then an aborted stream, got %q, %v", b, err)
 		}
@@ -428,4 +408,28 @@ func TestPassthroughFlushesOnlyStreams(t *testing.T) {
 			t.Errorf("relayed %q with Content-Length %q", rec.Body, rec.Header().Get("Content-Length"))
 		}
 	}
+}
+
+// openStream posts a stream request for model with the client key and
+// returns the response, its body unread (closed when the test ends).
+func (h *harness) openStream(t *testing.T, model string) *http.Response {
+	t.Helper()
+	req, _ := http.NewRequest("POST", h.front.URL+"/v1/chat/completions", strings.NewReader(`{"model":"`+model+`","stream":true}`))
+	req.Header.Set("Authorization", "Bearer "+clientKey)
+	resp, err := h.client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	return resp
+}
+
+// rawStream reads raw-fast's stream to the end; err is what ended the
+// read (nil: the stream ended cleanly).
+func (h *harness) rawStream(t *testing.T) (*http.Response, []byte, error) {
+	t.Helper()
+	resp := h.openStream(t, "raw-fast")
+	b, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	return resp, b, err
 }

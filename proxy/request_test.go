@@ -83,14 +83,7 @@ func wantMember(t *testing.T, body []byte, name, raw string) {
 
 func TestUpstreamBodyWithUserTemplate(t *testing.T) {
 	h := newHarness(t, byTemperature(invalidClassify, validClassify), cfg{})
-	r := h.post("", vendorBody, "OpenAI-Organization: org-1")
-	if r.Status != 200 {
-		t.Fatalf("status %d: %s", r.Status, r.Body)
-	}
-	calls := h.up.Calls()
-	if len(calls) != 2 {
-		t.Fatalf("upstream hits %d, want 2", len(calls))
-	}
+	_, calls := h.postCalls(vendorBody, 2, "OpenAI-Organization: org-1")
 	route := h.rt.Routes["classify"]
 	sys, err := route.Prompt.RenderSystem(templateData(nil))
 	if err != nil {
@@ -183,14 +176,7 @@ func TestUpstreamBodyWithoutUserTemplate(t *testing.T) {
 		`{"role":"user","content":"first question"},` +
 		`{"role":"assistant","content":"first answer"},` +
 		`{"role":"user","name":"bob","content":"` + long + `"}],"top_p":1.0}`
-	r := h.post("", client)
-	if r.Status != 200 {
-		t.Fatalf("status %d: %s", r.Status, r.Body)
-	}
-	calls := h.up.Calls()
-	if len(calls) != 2 {
-		t.Fatalf("upstream hits %d, want 2", len(calls))
-	}
+	_, calls := h.postCalls(client, 2)
 	route := h.rt.Routes["free"]
 	sys, _ := route.Prompt.RenderSystem(templateData(nil))
 	cut := retry.Cut(long, 0.5, 0, retry.KeepHead, retry.CounterFor(route.Model))

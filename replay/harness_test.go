@@ -124,6 +124,17 @@ func serveAudit(t *testing.T, rt *config.Runtime, markers ...string) []byte {
 	return []byte(buf.String())
 }
 
+// servedAudit serves one request per marker through the base config over
+// upstreamByMarker and returns the upstream, the config's directory, its
+// runtime and the path of the audit written (dir/audit.jsonl).
+func servedAudit(t *testing.T, markers ...string) (*testkit.Upstream, string, *config.Runtime, string) {
+	t.Helper()
+	up := upstreamByMarker(t)
+	dir := t.TempDir()
+	_, rt := writeConfig(t, dir, cfgOpts{upstream: up.URL()})
+	return up, dir, rt, writeFile(t, dir, "audit.jsonl", serveAudit(t, rt, markers...))
+}
+
 func requestBody(i int, marker string) string {
 	in := map[string]string{"subject": "Claim " + string(rune('A'+i%26)), "body": "marker " + marker + ": Hello, my window broke in the storm. I was charged twice too."}
 	b, _ := json.Marshal(map[string]any{"model": "classify", "contract_input": in, "messages": []any{}})
@@ -142,9 +153,16 @@ func writeFile(t *testing.T, dir, name string, b []byte) string {
 // runAudit replays files under rt and returns the summary, stdout, stderr.
 func runAudit(t *testing.T, o Options, files ...string) (*Summary, string, string) {
 	t.Helper()
+	return runReplay(t, o, func(o Options) (*Summary, error) { return Audit(context.Background(), o, files) })
+}
+
+// runReplay runs one replay (Audit or Reviews) with o writing to buffers
+// and returns the summary, stdout, stderr; an error fails the test.
+func runReplay(t *testing.T, o Options, run func(Options) (*Summary, error)) (*Summary, string, string) {
+	t.Helper()
 	var out, errb bytes.Buffer
 	o.Out, o.Err = &out, &errb
-	s, err := Audit(context.Background(), o, files)
+	s, err := run(o)
 	if err != nil {
 		t.Fatalf("replay: %v\nstderr:\n%s", err, errb.String())
 	}

@@ -38,10 +38,7 @@ func runLive(t *testing.T, ctx context.Context, o Options, files ...string) (*Su
 // ends in needs_review is a regression, named with its violations.
 func TestLiveAudit(t *testing.T) {
 	checkNoLeak(t)
-	up := upstreamByMarker(t)
-	dir := t.TempDir()
-	_, rt := writeConfig(t, dir, cfgOpts{upstream: up.URL()})
-	a := writeFile(t, dir, "audit.jsonl", serveAudit(t, rt, "SHORT", "LONG", "BADWORD", "FLAKY"))
+	up, _, _, a := servedAudit(t, "SHORT", "LONG", "BADWORD", "FLAKY")
 	served := up.Hits()
 	_, tight := writeConfig(t, t.TempDir(), cfgOpts{upstream: up.URL(), schema: tightSchema})
 	s, out, _ := runLive(t, context.Background(), liveOptions(t, tight), a)

@@ -15,10 +15,7 @@ import (
 // changes nothing: every attempt keeps its verdict, no item line, exit 0.
 func TestAuditSameConfig(t *testing.T) {
 	checkNoLeak(t)
-	up := upstreamByMarker(t)
-	dir := t.TempDir()
-	_, rt := writeConfig(t, dir, cfgOpts{upstream: up.URL()})
-	a := writeFile(t, dir, "audit.jsonl", serveAudit(t, rt, "SHORT", "LONG", "BADWORD", "FLAKY", "LEAK"))
+	_, _, rt, a := servedAudit(t, "SHORT", "LONG", "BADWORD", "FLAKY", "LEAK")
 	s, out, errb := runAudit(t, Options{Runtime: rt}, a)
 	if s.ExitCode() != ExitOK || s.Regressed {
 		t.Fatalf("exit %d\n%s%s", s.ExitCode(), out, errb)
@@ -42,10 +39,7 @@ func TestAuditSameConfig(t *testing.T) {
 // accepted into violations; replay names each item with its new
 // violations and exits 1.
 func TestAuditTightenedSchema(t *testing.T) {
-	up := upstreamByMarker(t)
-	dir := t.TempDir()
-	_, rt := writeConfig(t, dir, cfgOpts{upstream: up.URL()})
-	a := writeFile(t, dir, "audit.jsonl", serveAudit(t, rt, "SHORT", "LONG", "FLAKY"))
+	up, _, _, a := servedAudit(t, "SHORT", "LONG", "FLAKY")
 	_, tight := writeConfig(t, t.TempDir(), cfgOpts{upstream: up.URL(), schema: tightSchema})
 	s, out, _ := runAudit(t, Options{Runtime: tight}, a)
 	if s.ExitCode() != ExitRegressed || s.Total.NewlyInvalid != 1 || s.Total.StillValid != 2 || s.Total.StillInvalid != 1 {
@@ -63,10 +57,7 @@ func TestAuditTightenedSchema(t *testing.T) {
 // TestAuditLoosenedSchema: a loosened contract accepts outputs that were
 // rejected: newly valid, reported, not a regression.
 func TestAuditLoosenedSchema(t *testing.T) {
-	up := upstreamByMarker(t)
-	dir := t.TempDir()
-	_, rt := writeConfig(t, dir, cfgOpts{upstream: up.URL()})
-	a := writeFile(t, dir, "audit.jsonl", serveAudit(t, rt, "EXTRA"))
+	up, _, _, a := servedAudit(t, "EXTRA")
 	_, loose := writeConfig(t, t.TempDir(), cfgOpts{upstream: up.URL(), schema: looseSchema})
 	s, out, _ := runAudit(t, Options{Runtime: loose}, a)
 	if s.ExitCode() != ExitOK || s.Total.NewlyValid != 2 || s.Total.Items != 2 {
@@ -104,10 +95,7 @@ func TestAuditPromptLeakAgainstNewPrompt(t *testing.T) {
 // input: snippets found in the stored body stay valid, and a policy whose
 // source the stored input lacks fails.
 func TestAuditEvidenceAgainstStoredInput(t *testing.T) {
-	up := upstreamByMarker(t)
-	dir := t.TempDir()
-	_, rt := writeConfig(t, dir, cfgOpts{upstream: up.URL()})
-	a := writeFile(t, dir, "audit.jsonl", serveAudit(t, rt, "SHORT", "EXTRA"))
+	_, dir, rt, a := servedAudit(t, "SHORT", "EXTRA")
 	s, _, _ := runAudit(t, Options{Runtime: rt}, a)
 	if s.Total.StillValid != 1 || s.Total.StillInvalid != 2 {
 		t.Fatalf("total %+v", s.Total)
@@ -126,10 +114,7 @@ func TestAuditEvidenceAgainstStoredInput(t *testing.T) {
 // TestAuditJSON: --json prints every item (changed or not) and then the
 // summary, as JSON objects.
 func TestAuditJSON(t *testing.T) {
-	up := upstreamByMarker(t)
-	dir := t.TempDir()
-	_, rt := writeConfig(t, dir, cfgOpts{upstream: up.URL()})
-	a := writeFile(t, dir, "audit.jsonl", serveAudit(t, rt, "SHORT", "LONG"))
+	up, _, _, a := servedAudit(t, "SHORT", "LONG")
 	_, tight := writeConfig(t, t.TempDir(), cfgOpts{upstream: up.URL(), schema: tightSchema})
 	s, out, _ := runAudit(t, Options{Runtime: tight, JSON: true}, a)
 	items, sum := jsonItems(t, out)
@@ -264,10 +249,7 @@ func TestAuditRouteGone(t *testing.T) {
 // TestAuditInputRefused: when the new config's input schema refuses the
 // stored input, the item is unjudged with serving's 400 reason.
 func TestAuditInputRefused(t *testing.T) {
-	up := upstreamByMarker(t)
-	dir := t.TempDir()
-	_, rt := writeConfig(t, dir, cfgOpts{upstream: up.URL()})
-	a := writeFile(t, dir, "audit.jsonl", serveAudit(t, rt, "SHORT"))
+	_, dir, _, a := servedAudit(t, "SHORT")
 	y, _ := os.ReadFile(filepath.Join(dir, "contractd.yaml"))
 	y = bytes.Replace(y, []byte("required: [subject, body]"), []byte("required: [subject, body, customer]"), 1)
 	y = bytes.Replace(y, []byte("properties: {subject: {type: string}, body: {type: string}}"), []byte("properties: {subject: {type: string}, body: {type: string}, customer: {type: string}}"), 1)

@@ -1,7 +1,6 @@
 package replay
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"os"
@@ -96,13 +95,7 @@ func fillStore(t *testing.T, st review.Store, rt *config.Runtime) {
 
 func runReviews(t *testing.T, o Options, st review.Store) (*Summary, string, string) {
 	t.Helper()
-	var out, errb bytes.Buffer
-	o.Out, o.Err = &out, &errb
-	s, err := Reviews(context.Background(), o, st)
-	if err != nil {
-		t.Fatalf("replay: %v\n%s", err, errb.String())
-	}
-	return s, out.String(), errb.String()
+	return runReplay(t, o, func(o Options) (*Summary, error) { return Reviews(context.Background(), o, st) })
 }
 
 // TestReviewsSource: --reviews judges every attempt's output and every

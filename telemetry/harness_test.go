@@ -81,22 +81,10 @@ prompts:
     policies:
       labels: [{path: /intent, set: intent}]
 routes:
-  - name: classify
-    upstream: fake
-    model: gpt-test
-    prompt: classify
-    contract: classify_v1
-    temperature: 0.7
-    max_output_tokens: 100
-    budget: {max_total_tokens: 100000}
-  - name: classify-tight
-    upstream: fake
-    model: gpt-test
-    prompt: classify
-    contract: classify_v1
-    temperature: 0.7
-    max_output_tokens: 100
-    budget: {max_total_tokens: 2000}
+  - {name: classify, upstream: fake, model: gpt-test, prompt: classify, contract: classify_v1,
+     temperature: 0.7, max_output_tokens: 100, budget: {max_total_tokens: 100000}}
+  - {name: classify-tight, upstream: fake, model: gpt-test, prompt: classify, contract: classify_v1,
+     temperature: 0.7, max_output_tokens: 100, budget: {max_total_tokens: 2000}}
   - name: raw
     upstream: fake
     model: gpt-raw

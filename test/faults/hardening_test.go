@@ -15,7 +15,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -164,19 +163,9 @@ func TestMaxConcurrency(t *testing.T) {
 		// queues ~400ms for the slot. Queueing is bounded by request_timeout
 		// (5s), as on contract routes; the upstream timeout starts with the call.
 		noLeaks(t)
-		up := newUpstream(t, func(w http.ResponseWriter, r *http.Request, n int) {
-			time.Sleep(200 * time.Millisecond)
-			okHandler(w, r, n)
-		})
+		up := newUpstream(t, slowOK(200*time.Millisecond))
 		e := newEnv(t, up.URL(), opts{MaxConcurrency: 1}, nil)
-		var wg sync.WaitGroup
-		res := make([]*result, 3)
-		for i := range res {
-			wg.Add(1)
-			go func() { defer wg.Done(); res[i] = e.post(context.Background(), askP) }()
-		}
-		wg.Wait()
-		for _, r := range res {
+		for _, r := range e.postAll(askP, askP, askP) {
 			wantOK(t, r)
 		}
 		if p := up.Peak(); p != 1 {
@@ -187,29 +176,16 @@ func TestMaxConcurrency(t *testing.T) {
 		// max_concurrency is "a cap on concurrent calls to this upstream"
 		// (docs/config.md); passthrough routes call the same upstream.
 		noLeaks(t)
-		up := newUpstream(t, func(w http.ResponseWriter, r *http.Request, n int) {
-			time.Sleep(60 * time.Millisecond)
-			okHandler(w, r, n)
-		})
+		up := newUpstream(t, slowOK(60*time.Millisecond))
 		e := newEnv(t, up.URL(), opts{MaxConcurrency: 2}, nil)
-		var wg sync.WaitGroup
-		var ok atomic.Int64
-		for i := 0; i < 8; i++ {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				body := askC
-				if i%2 == 1 {
-					body = askP
-				}
-				if r := e.post(context.Background(), body); r.Err == nil && r.Status == 200 {
-					ok.Add(1)
-				}
-			}()
+		ok := 0
+		for _, r := range e.postAll(askC, askP, askC, askP, askC, askP, askC, askP) {
+			if r.Err == nil && r.Status == 200 {
+				ok++
+			}
 		}
-		wg.Wait()
-		if ok.Load() != 8 {
-			t.Errorf("%d of 8 succeeded", ok.Load())
+		if ok != 8 {
+			t.Errorf("%d of 8 succeeded", ok)
 		}
 		if p := up.Peak(); p > 2 {
 			t.Errorf("peak upstream concurrency %d with max_concurrency 2: passthrough "+
@@ -219,17 +195,11 @@ func TestMaxConcurrency(t *testing.T) {
 	})
 	t.Run("contract calls", func(t *testing.T) {
 		noLeaks(t)
-		up := newUpstream(t, func(w http.ResponseWriter, r *http.Request, n int) {
-			time.Sleep(60 * time.Millisecond)
-			okHandler(w, r, n)
-		})
+		up := newUpstream(t, slowOK(60*time.Millisecond))
 		e := newEnv(t, up.URL(), opts{MaxConcurrency: 2}, nil)
-		var wg sync.WaitGroup
-		for i := 0; i < 8; i++ {
-			wg.Add(1)
-			go func() { defer wg.Done(); wantOK(t, e.post(context.Background(), askC)) }()
+		for _, r := range e.postAll(askC, askC, askC, askC, askC, askC, askC, askC) {
+			wantOK(t, r)
 		}
-		wg.Wait()
 		if p := up.Peak(); p > 2 {
 			t.Errorf("peak upstream concurrency %d, want <= max_concurrency 2", p)
 		}
@@ -242,13 +212,7 @@ func TestMaxConcurrency(t *testing.T) {
 		var up *upstream
 		up = newUpstream(t, func(w http.ResponseWriter, r *http.Request, n int) { up.hang(r) })
 		e := newEnv(t, up.URL(), opts{MaxConcurrency: 1, UpTimeout: "10s", RequestTimeout: "300ms", MaxRetries: -1}, nil)
-		var wg sync.WaitGroup
-		res := make([]*result, 3)
-		for i := range res {
-			wg.Add(1)
-			go func() { defer wg.Done(); res[i] = e.post(context.Background(), askC) }()
-		}
-		wg.Wait()
+		res := e.postAll(askC, askC, askC)
 		for _, r := range res {
 			wantError(t, r, 504, "upstream_error", "upstream_timeout")
 		}

@@ -221,6 +221,19 @@ func reply(w http.ResponseWriter, status int, body []byte) { testkit.Reply(w, st
 
 func okHandler(w http.ResponseWriter, r *http.Request, n int) { reply(w, 200, completion(validAnswer)) }
 
+// slowOK answers as okHandler does, after d, unless the caller gives up
+// first.
+func slowOK(d time.Duration) func(w http.ResponseWriter, r *http.Request, n int) {
+	return func(w http.ResponseWriter, r *http.Request, n int) {
+		select {
+		case <-time.After(d):
+		case <-r.Context().Done():
+			return
+		}
+		okHandler(w, r, n)
+	}
+}
+
 // ----------------------------------------------------------------- config
 
 // opts are the knobs of the test config.
@@ -439,6 +452,20 @@ func (e *env) post(ctx context.Context, body string, hdr ...string) *result {
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	return &result{Status: resp.StatusCode, Header: resp.Header, Body: b, Err: err, Elapsed: time.Since(start)}
+}
+
+// postAll sends every body at once (each as post does) and returns the
+// results in the bodies' order.
+func (e *env) postAll(bodies ...string) []*result {
+	e.t.Helper()
+	res := make([]*result, len(bodies))
+	var wg sync.WaitGroup
+	for i, body := range bodies {
+		wg.Add(1)
+		go func() { defer wg.Done(); res[i] = e.post(context.Background(), body) }()
+	}
+	wg.Wait()
+	return res
 }
 
 // wantError checks an OpenAI error envelope.

@@ -19,14 +19,7 @@ import (
 // allowed to run longer got an empty reply while the audit said 200.
 func TestReloadRaisesRequestTimeout(t *testing.T) {
 	noLeaks(t)
-	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request, n int) {
-		select {
-		case <-time.After(1500 * time.Millisecond):
-		case <-r.Context().Done():
-			return
-		}
-		okHandler(w, r, n)
-	})
+	up := newUpstream(t, slowOK(1500*time.Millisecond))
 	to := testTimeouts
 	to.Write = 100 * time.Millisecond // the write deadline: request_timeout + 100ms
 	e := newEnv(t, up.URL(), opts{RequestTimeout: "1s", UpTimeout: "5s"}, &to)
@@ -50,14 +43,7 @@ func TestReloadRaisesRequestTimeout(t *testing.T) {
 // watch for the client leaving must not fail at the body's deadline).
 func TestExchangeOutlivesBodyReadTimeout(t *testing.T) {
 	noLeaks(t)
-	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request, n int) {
-		select {
-		case <-time.After(900 * time.Millisecond):
-		case <-r.Context().Done():
-			return
-		}
-		okHandler(w, r, n)
-	})
+	up := newUpstream(t, slowOK(900*time.Millisecond))
 	e := newEnv(t, up.URL(), opts{UpTimeout: "5s", BodyReadTimeout: "300ms"}, &testTimeouts)
 	for _, body := range []string{askC, askP} {
 		r := e.post(context.Background(), body)

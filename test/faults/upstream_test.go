@@ -29,13 +29,7 @@ func TestUpstream5xx(t *testing.T) {
 			})
 			e := newEnv(t, up.URL(), opts{}, nil)
 			r := e.post(context.Background(), askC)
-			wantError(t, r, 502, "upstream_error", "upstream_error")
-			if msg := r.errField("message"); !strings.Contains(msg, fmt.Sprint(status)) {
-				t.Errorf("message %q does not name the upstream status", msg)
-			}
-			if up.Hits() != 3 {
-				t.Errorf("upstream hits %d, want 3 (1 + max_retries 2)", up.Hits())
-			}
+			want502(t, r, fmt.Sprint(status), up, 3, "1 + max_retries 2")
 			if got := r.Header.Get("X-Contract-Attempts"); got != "1" {
 				t.Errorf("X-Contract-Attempts %q, want 1 (transport retries are not attempts)", got)
 			}
@@ -59,12 +53,7 @@ func TestUpstream5xx(t *testing.T) {
 			}
 			okHandler(w, r, n)
 		})
-		e := newEnv(t, up.URL(), opts{}, nil)
-		r := e.post(context.Background(), askC)
-		wantOK(t, r)
-		if up.Hits() != 2 {
-			t.Errorf("upstream hits %d, want 2", up.Hits())
-		}
+		wantOKAfter(t, up, 2)
 	})
 }
 
@@ -83,12 +72,7 @@ func TestUpstream429RetryAfter(t *testing.T) {
 			gap = time.Since(first)
 			okHandler(w, r, n)
 		})
-		e := newEnv(t, up.URL(), opts{}, nil)
-		r := e.post(context.Background(), askC)
-		wantOK(t, r)
-		if up.Hits() != 2 {
-			t.Fatalf("upstream hits %d, want 2", up.Hits())
-		}
+		wantOKAfter(t, up, 2)
 		if gap < 950*time.Millisecond {
 			t.Errorf("retried after %v, want >= Retry-After 1s", gap)
 		}
@@ -100,14 +84,7 @@ func TestUpstream429RetryAfter(t *testing.T) {
 			reply(w, 429, []byte(`{"error":{"message":"rate limited"}}`))
 		})
 		e := newEnv(t, up.URL(), opts{}, nil)
-		r := e.post(context.Background(), askC)
-		wantError(t, r, 502, "upstream_error", "upstream_error")
-		if !strings.Contains(r.errField("message"), "429") {
-			t.Errorf("message %q does not name 429", r.errField("message"))
-		}
-		if up.Hits() != 3 {
-			t.Errorf("upstream hits %d, want 3", up.Hits())
-		}
+		want502(t, e.post(context.Background(), askC), "429", up, 3, "1 + max_retries 2")
 	})
 	t.Run("longer than the request deadline", func(t *testing.T) {
 		// Waiting would outlive request_timeout: answer at once rather
@@ -203,14 +180,7 @@ func TestUpstreamInvalidEnvelope(t *testing.T) {
 			noLeaks(t)
 			up := newUpstream(t, func(w http.ResponseWriter, r *http.Request, n int) { reply(w, 200, []byte(body)) })
 			e := newEnv(t, up.URL(), opts{}, nil)
-			r := e.post(context.Background(), askC)
-			wantError(t, r, 502, "upstream_error", "upstream_error")
-			if !strings.Contains(r.errField("message"), "200") {
-				t.Errorf("message %q does not name the upstream status 200", r.errField("message"))
-			}
-			if up.Hits() != 1 {
-				t.Errorf("upstream hits %d, want 1 (a 200 that is not a completion is not retried)", up.Hits())
-			}
+			want502(t, e.post(context.Background(), askC), "200", up, 1, "a 200 that is not a completion is not retried")
 		})
 	}
 }
@@ -459,4 +429,28 @@ func TestClientDisconnect(t *testing.T) {
 			t.Errorf("audit status %d outcome %s, want 499 rejected", evs[0].Status, evs[0].Outcome)
 		}
 	})
+}
+
+// want502 checks a 502 upstream_error whose message names the upstream's
+// status, after hits upstream calls (why says why that many).
+func want502(t *testing.T, r *result, status string, up *upstream, hits int, why string) {
+	t.Helper()
+	wantError(t, r, 502, "upstream_error", "upstream_error")
+	if msg := r.errField("message"); !strings.Contains(msg, status) {
+		t.Errorf("message %q does not name the upstream status %s", msg, status)
+	}
+	if up.Hits() != hits {
+		t.Errorf("upstream hits %d, want %d (%s)", up.Hits(), hits, why)
+	}
+}
+
+// wantOKAfter serves the default config over up, posts askC and wants a
+// 200 after hits upstream calls.
+func wantOKAfter(t *testing.T, up *upstream, hits int) {
+	t.Helper()
+	e := newEnv(t, up.URL(), opts{}, nil)
+	wantOK(t, e.post(context.Background(), askC))
+	if up.Hits() != hits {
+		t.Fatalf("upstream hits %d, want %d", up.Hits(), hits)
+	}
 }
