@@ -373,7 +373,7 @@ func (c *compiler) upstreams() {
 			continue
 		}
 		out := &Upstream{Name: u.Name, APIKeyEnv: u.APIKeyEnv, Timeout: u.Timeout,
-			MaxRetries: DefaultMaxRetries, MaxTokensParam: u.MaxTokensParam, MaxConcurrency: u.MaxConcurrency}
+			MaxRetries: DefaultMaxRetries, MaxTokensParam: TokensParam(u.MaxTokensParam), MaxConcurrency: u.MaxConcurrency}
 		pu, err := url.Parse(u.BaseURL)
 		switch {
 		case u.BaseURL == "":
@@ -393,10 +393,10 @@ func (c *compiler) upstreams() {
 			}
 			out.MaxRetries = *u.MaxRetries
 		}
-		switch u.MaxTokensParam {
+		switch out.MaxTokensParam {
 		case "":
-			out.MaxTokensParam = "max_tokens"
-		case "max_tokens", "max_completion_tokens":
+			out.MaxTokensParam = MaxTokens
+		case MaxTokens, MaxCompletionTokens:
 		default:
 			c.ps.add(join(path, "max_tokens_param"), "must be max_tokens or max_completion_tokens, got %q", u.MaxTokensParam)
 		}

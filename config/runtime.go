@@ -98,9 +98,18 @@ type Upstream struct {
 	APIKeyEnv      string
 	Timeout        time.Duration
 	MaxRetries     int
-	MaxTokensParam string // max_tokens | max_completion_tokens
+	MaxTokensParam TokensParam
 	MaxConcurrency int
 }
+
+// TokensParam is the request field an upstream reads the output token
+// limit from: newer OpenAI models refuse max_tokens.
+type TokensParam string
+
+const (
+	MaxTokens           TokensParam = "max_tokens" // the default
+	MaxCompletionTokens TokensParam = "max_completion_tokens"
+)
 
 // Route is what a client names as "model".
 type Route struct {
