@@ -49,23 +49,17 @@ func render(t *testing.T, dir string) *rendered {
 		var obj any
 		switch api + " " + kind {
 		case "apps/v1 Deployment":
-			o := &appsv1.Deployment{}
-			out.deployments, obj = append(out.deployments, o), o
+			obj = decodeInto(&out.deployments)
 		case "v1 Service":
-			o := &corev1.Service{}
-			out.services, obj = append(out.services, o), o
+			obj = decodeInto(&out.services)
 		case "v1 ConfigMap":
-			o := &corev1.ConfigMap{}
-			out.configMaps, obj = append(out.configMaps, o), o
+			obj = decodeInto(&out.configMaps)
 		case "v1 ServiceAccount":
-			o := &corev1.ServiceAccount{}
-			out.accounts, obj = append(out.accounts, o), o
+			obj = decodeInto(&out.accounts)
 		case "policy/v1 PodDisruptionBudget":
-			o := &policyv1.PodDisruptionBudget{}
-			out.pdbs, obj = append(out.pdbs, o), o
+			obj = decodeInto(&out.pdbs)
 		case "autoscaling/v2 HorizontalPodAutoscaler":
-			o := &autoscalingv2.HorizontalPodAutoscaler{}
-			out.hpas, obj = append(out.hpas, o), o
+			obj = decodeInto(&out.hpas)
 		default:
 			t.Fatalf("%s: unexpected object %s %s", dir, api, kind)
 		}
@@ -74,6 +68,13 @@ func render(t *testing.T, dir string) *rendered {
 		}
 	}
 	return out
+}
+
+// decodeInto appends a new object to list and returns it for decoding.
+func decodeInto[T any](list *[]*T) *T {
+	o := new(T)
+	*list = append(*list, o)
+	return o
 }
 
 // TestKustomize renders the base and the overlay and checks that the
@@ -89,7 +90,7 @@ func TestKustomize(t *testing.T) {
 		rateStore  string
 		namespace  string
 		extraEnv   []string // beyond the base's
-		reviewType string
+		reviewType config.ReviewStore
 	}{
 		{dir: "kubernetes/base", replicas: 2, rateStore: "memory", reviewType: "postgres"},
 		{dir: "kubernetes/overlays/postgres-redis", replicas: 3, rateStore: "redis", namespace: "contractd",
