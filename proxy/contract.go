@@ -334,16 +334,22 @@ func info(v *verdict, route *config.Route, k *contracts.Contract) contractInfo {
 	return contractInfo{Route: route.Name, Contract: k.Name, ContractSHA256: k.SHA256, Attempts: len(v.attempts), Evidence: ev}
 }
 
-func successBody(v *verdict, route *config.Route, k *contracts.Contract) successResponse {
-	resp := v.comp.Resp
-	id := resp.ID
+// replyID is the id and creation time the answer gives: the upstream's,
+// or ours when it sent none.
+func replyID(resp *openai.ChatCompletionResponse) (string, int64) {
+	id, created := resp.ID, resp.Created
 	if id == "" {
 		id = "chatcmpl-contractd"
 	}
-	created := resp.Created
 	if created == 0 {
 		created = time.Now().Unix()
 	}
+	return id, created
+}
+
+func successBody(v *verdict, route *config.Route, k *contracts.Contract) successResponse {
+	resp := v.comp.Resp
+	id, created := replyID(&resp)
 	return successResponse{ID: id, Object: "chat.completion", Created: created, Model: resp.Model,
 		Choices: []successChoice{{Index: 0, Message: successMessage{Role: "assistant", Content: string(v.result.JSON)}, FinishReason: "stop"}},
 		Usage:   v.usage, SystemFingerprint: resp.SystemFingerprint, Contract: info(v, route, k)}

@@ -4,7 +4,6 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
-	"time"
 	"unicode/utf8"
 	"unsafe"
 
@@ -39,15 +38,8 @@ func writeBody(w http.ResponseWriter, status int, fill func([]byte) []byte) {
 // appendChatSuccess appends the chat completion of an accepted verdict
 // (successBody's JSON) and a newline.
 func appendChatSuccess(b []byte, v *verdict, route *config.Route, k *contracts.Contract) []byte {
-	resp := v.comp.Resp
-	id := resp.ID
-	if id == "" {
-		id = "chatcmpl-contractd"
-	}
-	created := resp.Created
-	if created == 0 {
-		created = time.Now().Unix()
-	}
+	resp := &v.comp.Resp
+	id, created := replyID(resp)
 	b = append(b, `{"id":`...)
 	b = appendJSONString(b, id)
 	b = append(b, `,"object":"chat.completion","created":`...)

@@ -22,7 +22,10 @@ type member struct {
 // object is a JSON object as an ordered member list.
 type object []member
 
-var errNotObject = errors.New("request body must be a JSON object")
+var (
+	errNotObject = errors.New("request body must be a JSON object")
+	errNotArray  = errors.New("not a JSON array")
+)
 
 // parseObject splits a JSON object into its members. Duplicate names and
 // invalid UTF-8 are errors (jsontext's defaults), as is trailing data.
@@ -36,12 +39,8 @@ func appendObject(obj object, b []byte) (object, error) {
 	d := getDecoder(b)
 	defer d.release()
 	dec := &d.dec
-	tok, err := dec.ReadToken()
-	if err != nil {
+	if err := d.enter('{', errNotObject); err != nil {
 		return nil, err
-	}
-	if tok.Kind() != '{' {
-		return nil, errNotObject
 	}
 	for dec.PeekKind() != '}' {
 		from := dec.InputOffset()
@@ -63,15 +62,8 @@ func appendObject(obj object, b []byte) (object, error) {
 		}
 		obj = append(obj, member{Name: nameOf(qname, b), Value: within(val, b), rawName: raw})
 	}
-	if _, err := dec.ReadToken(); err != nil {
+	if err := d.leave("unexpected data after the JSON object"); err != nil {
 		return nil, err
-	}
-	// Only io.EOF means the object was all there was. Any other result is
-	// trailing data: a token ({}{}) or bytes that are not JSON at all
-	// ({} x, {}]), which ReadToken reports as a syntax error; accepting the
-	// latter let malformed bodies through as valid JSON.
-	if _, err := dec.ReadToken(); err != io.EOF {
-		return nil, errors.New("unexpected data after the JSON object")
 	}
 	return obj, nil
 }
@@ -109,6 +101,33 @@ func getDecoder(b []byte) *rawDecoder {
 	return d
 }
 
+// enter reads the token that opens the container b must be (kind).
+func (d *rawDecoder) enter(kind jsontext.Kind, notKind error) error {
+	tok, err := d.dec.ReadToken()
+	if err != nil {
+		return err
+	}
+	if tok.Kind() != kind {
+		return notKind
+	}
+	return nil
+}
+
+// leave reads the token that closes the container, then the end of b.
+// Only io.EOF means the container was all there was. Any other result is
+// trailing data: a token ({}{}) or bytes that are not JSON at all ({} x,
+// {}]), which ReadToken reports as a syntax error; accepting the latter
+// let malformed bodies through as valid JSON.
+func (d *rawDecoder) leave(trailing string) error {
+	if _, err := d.dec.ReadToken(); err != nil {
+		return err
+	}
+	if _, err := d.dec.ReadToken(); err != io.EOF {
+		return errors.New(trailing)
+	}
+	return nil
+}
+
 // release drops every reference into the decoded bytes and pools d.
 func (d *rawDecoder) release() {
 	d.buf = bytes.Buffer{}
@@ -142,12 +161,8 @@ func parseArray(b []byte) ([]jsontext.Value, error) {
 	d := getDecoder(b)
 	defer d.release()
 	dec := &d.dec
-	tok, err := dec.ReadToken()
-	if err != nil {
+	if err := d.enter('[', errNotArray); err != nil {
 		return nil, err
-	}
-	if tok.Kind() != '[' {
-		return nil, errors.New("not a JSON array")
 	}
 	var out []jsontext.Value
 	for dec.PeekKind() != ']' {
@@ -157,11 +172,8 @@ func parseArray(b []byte) ([]jsontext.Value, error) {
 		}
 		out = append(out, within(v, b))
 	}
-	if _, err := dec.ReadToken(); err != nil {
+	if err := d.leave("unexpected data after the JSON array"); err != nil {
 		return nil, err
-	}
-	if _, err := dec.ReadToken(); err != io.EOF {
-		return nil, errors.New("unexpected data after the JSON array")
 	}
 	return out, nil
 }
