@@ -63,7 +63,8 @@ func (e *EvidencePolicy) Check(out any, s *contracts.Subject) ([]contracts.Viola
 	text, where, problem := e.sourceText(s)
 	var vs []contracts.Violation
 	var evs []contracts.Evidence
-	e.path.Walk(out, func(ptr string, v any) {
+	e.path.Walk(out, func(b []byte, v any) {
+		ptr := string(b)
 		fail := func(msg string) {
 			vs = append(vs, contracts.Violation{Kind: contracts.KindPolicy, Path: ptr, Rule: RuleEvidenceNotFound, Message: msg})
 		}
@@ -110,7 +111,7 @@ func (e *EvidencePolicy) sourceText(s *contracts.Subject) (text, where, problem 
 	where = "input " + e.source.String()
 	found := false
 	var v any
-	e.source.Walk(s.Input, func(_ string, x any) { v, found = x, true })
+	e.source.Walk(s.Input, func(_ []byte, x any) { v, found = x, true })
 	if !found {
 		return "", where, fmt.Sprintf("evidence source: the input has no %s", e.source.String())
 	}

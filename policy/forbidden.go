@@ -53,11 +53,11 @@ func NewForbiddenRegexp(name, path string, re *regexp.Regexp) (contracts.Policy,
 // Check implements contracts.Policy.
 func (f *ForbiddenPolicy) Check(out any, _ *contracts.Subject) ([]contracts.Violation, []contracts.Evidence) {
 	var vs []contracts.Violation
-	f.path.Walk(out, func(ptr string, v any) {
+	f.path.Walk(out, func(ptr []byte, v any) {
 		if s, ok := v.(string); ok && f.re.MatchString(s) {
 			vs = append(vs, contracts.Violation{
 				Kind:    contracts.KindPolicy,
-				Path:    ptr,
+				Path:    string(ptr),
 				Rule:    f.rule,
 				Message: "matches forbidden pattern " + f.name,
 			})

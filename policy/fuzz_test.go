@@ -49,7 +49,8 @@ func FuzzParsePathWalk(f *testing.F) {
 		}
 
 		seen := map[string]bool{}
-		p.Walk(v, func(ptr string, x any) {
+		p.Walk(v, func(b []byte, x any) {
+			ptr := string(b)
 			if seen[ptr] {
 				t.Fatalf("pointer %q visited twice", ptr)
 			}

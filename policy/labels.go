@@ -37,7 +37,7 @@ func NewLabels(path string, setName string, values []string) (contracts.Policy, 
 // Check implements contracts.Policy.
 func (l *LabelPolicy) Check(out any, _ *contracts.Subject) ([]contracts.Violation, []contracts.Evidence) {
 	var vs []contracts.Violation
-	l.path.Walk(out, func(ptr string, v any) {
+	l.path.Walk(out, func(ptr []byte, v any) {
 		s, ok := v.(string)
 		var msg string
 		switch {
@@ -50,7 +50,7 @@ func (l *LabelPolicy) Check(out any, _ *contracts.Subject) ([]contracts.Violatio
 			// Never quote the value: a 422 review must not carry output text.
 			msg = fmt.Sprintf("value is not a label in set %q", l.set)
 		}
-		vs = append(vs, contracts.Violation{Kind: contracts.KindPolicy, Path: ptr, Rule: RuleLabel, Message: msg})
+		vs = append(vs, contracts.Violation{Kind: contracts.KindPolicy, Path: string(ptr), Rule: RuleLabel, Message: msg})
 	})
 	return contracts.SortViolations(vs), nil
 }

@@ -52,19 +52,21 @@ func (p Path) String() string { return p.raw }
 // match more than one value.
 func (p Path) HasWildcard() bool { return slices.Contains(p.wild, true) }
 
-// Walk calls fn for every value v matches, with its concrete escaped pointer.
+// Walk calls fn for every value v matches, with its concrete escaped pointer
+// (valid only during the call: a caller that keeps it makes it a string,
+// which most need only for a violation).
 // Order is deterministic (array index order, object keys in byte order) so
 // evidence lists and messages come out the same for the same output.
-func (p Path) Walk(v any, fn func(ptr string, v any)) {
+func (p Path) Walk(v any, fn func(ptr []byte, v any)) {
 	// The pointer is built in one buffer and copied into a string only
 	// for a value that matches, not at every level of the walk.
 	var buf [128]byte
 	p.walk(v, 0, buf[:0], fn)
 }
 
-func (p Path) walk(v any, i int, ptr []byte, fn func(string, any)) {
+func (p Path) walk(v any, i int, ptr []byte, fn func([]byte, any)) {
 	if i == len(p.tokens) {
-		fn(string(ptr), v)
+		fn(ptr, v)
 		return
 	}
 	switch x := v.(type) {

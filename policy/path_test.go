@@ -82,7 +82,8 @@ func TestWalk(t *testing.T) {
 	}
 	for _, tt := range tests {
 		var got []string
-		mustParse(t, tt.path).Walk(v, func(ptr string, x any) {
+		mustParse(t, tt.path).Walk(v, func(b []byte, x any) {
+			ptr := string(b)
 			s := ptr + "="
 			switch y := x.(type) {
 			case map[string]any:
@@ -100,7 +101,7 @@ func TestWalk(t *testing.T) {
 	}
 	// The top-level wildcard visits keys in byte order: "" "*" "10" "9" "a" …
 	var keys []string
-	mustParse(t, "/*").Walk(v, func(ptr string, _ any) { keys = append(keys, ptr) })
+	mustParse(t, "/*").Walk(v, func(ptr []byte, _ any) { keys = append(keys, string(ptr)) })
 	if strings.Join(keys, " ") != "/ /* /10 /9 /a /arr /intents /objs /t~0i~1l" {
 		t.Errorf("top-level order: %q", keys)
 	}

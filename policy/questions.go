@@ -58,7 +58,7 @@ func NewQuestions(path string, exactly *int, max *int) (contracts.Policy, error)
 func (q *QuestionPolicy) Check(out any, _ *contracts.Subject) ([]contracts.Violation, []contracts.Evidence) {
 	var vs []contracts.Violation
 	matched := false
-	q.path.Walk(out, func(ptr string, v any) {
+	q.path.Walk(out, func(ptr []byte, v any) {
 		matched = true
 		s, isStr := v.(string)
 		got := 0
@@ -76,7 +76,7 @@ func (q *QuestionPolicy) Check(out any, _ *contracts.Subject) ([]contracts.Viola
 		default:
 			return
 		}
-		vs = append(vs, contracts.Violation{Kind: contracts.KindPolicy, Path: ptr, Rule: RuleQuestions, Message: msg})
+		vs = append(vs, contracts.Violation{Kind: contracts.KindPolicy, Path: string(ptr), Rule: RuleQuestions, Message: msg})
 	})
 	if !matched && q.exact && q.n > 0 {
 		vs = append(vs, contracts.Violation{
