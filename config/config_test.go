@@ -99,6 +99,17 @@ func TestSchemaPrintedCompactInFileOrder(t *testing.T) {
 }
 
 // problemsOf loads YAML text and returns "path: message" lines.
+// wantProblem fails unless one of got contains want.
+func wantProblem(t *testing.T, got []string, want string) {
+	t.Helper()
+	for _, g := range got {
+		if strings.Contains(g, want) {
+			return
+		}
+	}
+	t.Errorf("no problem containing %q; got:\n  %s", want, strings.Join(got, "\n  "))
+}
+
 func problemsOf(t *testing.T, yaml string, env map[string]string) []string {
 	t.Helper()
 	dir := t.TempDir()
@@ -193,12 +204,7 @@ contracts: [{name: k, schema_file: schemas/ok.json}]
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got := problemsOf(t, tt.yaml, nil)
-			for _, g := range got {
-				if strings.Contains(g, tt.want) {
-					return
-				}
-			}
-			t.Errorf("no problem containing %q; got:\n  %s", tt.want, strings.Join(got, "\n  "))
+			wantProblem(t, got, tt.want)
 		})
 	}
 }

@@ -23,12 +23,7 @@ func TestLimitsProblems(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got := problemsOf(t, tt.yaml+base, nil)
-			for _, g := range got {
-				if strings.Contains(g, tt.want) {
-					return
-				}
-			}
-			t.Errorf("no problem containing %q; got:\n  %s", tt.want, strings.Join(got, "\n  "))
+			wantProblem(t, got, tt.want)
 		})
 	}
 }

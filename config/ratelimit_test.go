@@ -43,12 +43,7 @@ func TestRateLimitProblems(t *testing.T) {
 					t.Errorf("a problem echoes the URL's secret: %s", g)
 				}
 			}
-			for _, g := range got {
-				if strings.Contains(g, tt.want) {
-					return
-				}
-			}
-			t.Errorf("no problem containing %q; got:\n  %s", tt.want, strings.Join(got, "\n  "))
+			wantProblem(t, got, tt.want)
 		})
 	}
 }

@@ -159,13 +159,14 @@ func TestRateLimit(t *testing.T) {
 
 func TestMaxConcurrency(t *testing.T) {
 	t.Run("passthrough queue wait does not count against the upstream timeout", func(t *testing.T) {
-		// Upstream timeout 300ms, each call 200ms, cap 1: the third request
-		// queues ~400ms for the slot. Queueing is bounded by request_timeout
-		// (5s), as on contract routes; the upstream timeout starts with the call.
+		// Upstream timeout 1s, each call 500ms, cap 1: the fourth request
+		// queues ~1.5s for the slot. Queueing is bounded by request_timeout
+		// (5s), as on contract routes; the upstream timeout starts with the
+		// call. (A call half the timeout leaves room for a loaded machine.)
 		noLeaks(t)
-		up := newUpstream(t, slowOK(200*time.Millisecond))
-		e := newEnv(t, up.URL(), opts{MaxConcurrency: 1}, nil)
-		for _, r := range e.postAll(askP, askP, askP) {
+		up := newUpstream(t, slowOK(500*time.Millisecond))
+		e := newEnv(t, up.URL(), opts{MaxConcurrency: 1, UpTimeout: "1s"}, nil)
+		for _, r := range e.postAll(askP, askP, askP, askP) {
 			wantOK(t, r)
 		}
 		if p := up.Peak(); p != 1 {
