@@ -171,10 +171,7 @@ func TestGoOpenAI(t *testing.T) {
 	t.Run("needs_review is an APIError 422", func(t *testing.T) {
 		before := len(f.up.Requests())
 		_, err := f.client.CreateChatCompletion(ctx20(t), reviewRequest("review-always-bad", text))
-		apiErr := asAPIError(t, err)
-		if apiErr.HTTPStatusCode != 422 || apiErr.Type != "needs_review" || apiErr.Code != "contract_violation" {
-			t.Errorf("APIError status %d type %q code %v", apiErr.HTTPStatusCode, apiErr.Type, apiErr.Code)
-		}
+		wantAPIError(t, err, 422, "needs_review", "contract_violation")
 		// Both default attempts ran: the configured temperature, then 0.
 		reqs := f.up.Requests()[before:]
 		if len(reqs) != 2 {
@@ -192,10 +189,7 @@ func TestGoOpenAI(t *testing.T) {
 		if err == nil {
 			stream.Close()
 		}
-		apiErr := asAPIError(t, err)
-		if apiErr.HTTPStatusCode != 422 || apiErr.Type != "needs_review" || apiErr.Code != "contract_violation" {
-			t.Errorf("APIError status %d type %q code %v", apiErr.HTTPStatusCode, apiErr.Type, apiErr.Code)
-		}
+		wantAPIError(t, err, 422, "needs_review", "contract_violation")
 	})
 
 	t.Run("422 body carries the review", func(t *testing.T) {
@@ -246,10 +240,7 @@ func TestGoOpenAI(t *testing.T) {
 	t.Run("wrong client key is an APIError 401", func(t *testing.T) {
 		before := len(f.up.Requests())
 		_, err := sdkClient(f.d, "sk-test-wrong").CreateChatCompletion(ctx20(t), reviewRequest("review-sentiment", text))
-		apiErr := asAPIError(t, err)
-		if apiErr.HTTPStatusCode != 401 || apiErr.Code != "invalid_api_key" {
-			t.Errorf("APIError status %d code %v", apiErr.HTTPStatusCode, apiErr.Code)
-		}
+		wantAPIError(t, err, 401, "", "invalid_api_key")
 		if n := len(f.up.Requests()); n != before {
 			t.Errorf("an unauthenticated request reached the upstream")
 		}
@@ -258,10 +249,7 @@ func TestGoOpenAI(t *testing.T) {
 	t.Run("upstream failure is an APIError 502", func(t *testing.T) {
 		before := len(f.up.Requests())
 		_, err := f.client.CreateChatCompletion(ctx20(t), reviewRequest("review-upstream-down", text))
-		apiErr := asAPIError(t, err)
-		if apiErr.HTTPStatusCode != 502 || apiErr.Type != "upstream_error" || apiErr.Code != "upstream_error" {
-			t.Errorf("APIError status %d type %q code %v", apiErr.HTTPStatusCode, apiErr.Type, apiErr.Code)
-		}
+		apiErr := wantAPIError(t, err, 502, "upstream_error", "upstream_error")
 		// max_retries 0, and an upstream failure is not a contract
 		// violation: no second attempt.
 		if n := len(f.up.Requests()) - before; n != 1 {
@@ -274,10 +262,7 @@ func TestGoOpenAI(t *testing.T) {
 
 	t.Run("unknown route is an APIError 404", func(t *testing.T) {
 		_, err := f.client.CreateChatCompletion(ctx20(t), reviewRequest("no-such-route", text))
-		apiErr := asAPIError(t, err)
-		if apiErr.HTTPStatusCode != 404 || apiErr.Code != "model_not_found" {
-			t.Errorf("APIError status %d code %v", apiErr.HTTPStatusCode, apiErr.Code)
-		}
+		wantAPIError(t, err, 404, "", "model_not_found")
 	})
 
 	t.Run("models lists the routes", func(t *testing.T) {
@@ -302,7 +287,9 @@ func TestGoOpenAI(t *testing.T) {
 	})
 }
 
-func asAPIError(t *testing.T, err error) *openai.APIError {
+// wantAPIError checks that err is an *openai.APIError with this status,
+// type (unless typ is "") and code, and returns it.
+func wantAPIError(t *testing.T, err error, status int, typ, code string) *openai.APIError {
 	t.Helper()
 	if err == nil {
 		t.Fatalf("no error, want an *openai.APIError")
@@ -310,6 +297,9 @@ func asAPIError(t *testing.T, err error) *openai.APIError {
 	var apiErr *openai.APIError
 	if !errors.As(err, &apiErr) {
 		t.Fatalf("error %T %v, want an *openai.APIError", err, err)
+	}
+	if apiErr.HTTPStatusCode != status || (typ != "" && apiErr.Type != typ) || apiErr.Code != code {
+		t.Errorf("APIError status %d type %q code %v, want %d %q %s", apiErr.HTTPStatusCode, apiErr.Type, apiErr.Code, status, typ, code)
 	}
 	return apiErr
 }
