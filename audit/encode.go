@@ -7,9 +7,9 @@ import (
 	"math"
 	"strconv"
 	"time"
-	"unicode/utf8"
 
 	"github.com/contractd/contractd/contracts"
+	"github.com/contractd/contractd/internal/jsonstr"
 )
 
 // appendEvent appends ev's audit line (with its newline) to b: the bytes
@@ -18,22 +18,22 @@ import (
 // holds it to encoding/json's output.
 func appendEvent(b []byte, ev *Event) ([]byte, error) {
 	b = append(b, `{"event":`...)
-	b = appendString(b, ev.Event)
+	b = jsonstr.Append(b, ev.Event)
 	b = append(b, `,"time":`...)
 	var err error
 	if b, err = appendTime(b, ev.Time); err != nil {
 		return b, err
 	}
 	b = append(b, `,"request_id":`...)
-	b = appendString(b, ev.RequestID)
+	b = jsonstr.Append(b, ev.RequestID)
 	b = append(b, `,"route":`...)
-	b = appendString(b, ev.Route)
+	b = jsonstr.Append(b, ev.Route)
 	if ev.API != "" {
 		b = append(b, `,"api":`...)
-		b = appendString(b, ev.API)
+		b = jsonstr.Append(b, ev.API)
 	}
 	b = append(b, `,"outcome":`...)
-	b = appendString(b, ev.Outcome)
+	b = jsonstr.Append(b, ev.Outcome)
 	b = append(b, `,"status":`...)
 	b = strconv.AppendInt(b, int64(ev.Status), 10)
 	b = append(b, `,"duration_ms":`...)
@@ -45,7 +45,7 @@ func appendEvent(b []byte, ev *Event) ([]byte, error) {
 	b = append(b, `,"contract":`...)
 	b = appendRef(b, ev.Contract)
 	b = append(b, `,"input_sha256":`...)
-	b = appendString(b, ev.InputSHA256)
+	b = jsonstr.Append(b, ev.InputSHA256)
 	b = append(b, `,"attempts":`...)
 	if ev.Attempts == nil {
 		b = append(b, "null"...)
@@ -75,14 +75,14 @@ func appendEvent(b []byte, ev *Event) ([]byte, error) {
 	}
 	if ev.ErrorCode != "" {
 		b = append(b, `,"error_code":`...)
-		b = appendString(b, ev.ErrorCode)
+		b = jsonstr.Append(b, ev.ErrorCode)
 	}
 	if ev.Deduplicated {
 		b = append(b, `,"deduplicated":true`...)
 	}
 	if ev.ReviewID != "" {
 		b = append(b, `,"review_id":`...)
-		b = appendString(b, ev.ReviewID)
+		b = jsonstr.Append(b, ev.ReviewID)
 	}
 	if len(ev.Input) > 0 {
 		b = append(b, `,"input":`...)
@@ -101,9 +101,9 @@ func appendRef(b []byte, r *Ref) []byte {
 		return append(b, "null"...)
 	}
 	b = append(b, `{"name":`...)
-	b = appendString(b, r.Name)
+	b = jsonstr.Append(b, r.Name)
 	b = append(b, `,"sha256":`...)
-	b = appendString(b, r.SHA256)
+	b = jsonstr.Append(b, r.SHA256)
 	return append(b, '}')
 }
 
@@ -128,7 +128,7 @@ func appendAttempt(b []byte, a *Attempt) ([]byte, error) {
 	b = append(b, `,"shortened":`...)
 	b = strconv.AppendBool(b, a.Shortened)
 	b = append(b, `,"finish_reason":`...)
-	b = appendString(b, a.FinishReason)
+	b = jsonstr.Append(b, a.FinishReason)
 	b = append(b, `,"upstream_status":`...)
 	b = strconv.AppendInt(b, int64(a.UpstreamStatus), 10)
 	b = append(b, `,"latency_ms":`...)
@@ -140,10 +140,10 @@ func appendAttempt(b []byte, a *Attempt) ([]byte, error) {
 	b = append(b, `,"violations":`...)
 	b = appendViolations(b, a.Violations)
 	b = append(b, `,"output_sha256":`...)
-	b = appendString(b, a.OutputSHA256)
+	b = jsonstr.Append(b, a.OutputSHA256)
 	if a.Output != nil {
 		b = append(b, `,"output":`...)
-		b = appendString(b, *a.Output)
+		b = jsonstr.Append(b, *a.Output)
 	}
 	return append(b, '}'), nil
 }
@@ -159,13 +159,13 @@ func appendViolations(b []byte, vs []contracts.Violation) []byte {
 			b = append(b, ',')
 		}
 		b = append(b, `{"kind":`...)
-		b = appendString(b, v.Kind)
+		b = jsonstr.Append(b, v.Kind)
 		b = append(b, `,"path":`...)
-		b = appendString(b, v.Path)
+		b = jsonstr.Append(b, v.Path)
 		b = append(b, `,"rule":`...)
-		b = appendString(b, v.Rule)
+		b = jsonstr.Append(b, v.Rule)
 		b = append(b, `,"message":`...)
-		b = appendString(b, v.Message)
+		b = jsonstr.Append(b, v.Message)
 		b = append(b, '}')
 	}
 	return append(b, ']')
@@ -200,60 +200,4 @@ func appendFloat(b []byte, f float64) ([]byte, error) {
 		}
 	}
 	return b, nil
-}
-
-const hexDigits = "0123456789abcdef"
-
-// appendString quotes s as encoding/json does without HTML escaping:
-// control characters escaped, invalid UTF-8 as \ufffd, U+2028 and U+2029
-// escaped.
-func appendString(b []byte, s string) []byte {
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		if c := s[i]; c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' {
-				i++
-				continue
-			}
-			b = append(b, s[start:i]...)
-			switch c {
-			case '\\', '"':
-				b = append(b, '\\', c)
-			case '\b':
-				b = append(b, '\\', 'b')
-			case '\f':
-				b = append(b, '\\', 'f')
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
-			i += size
-			start = i
-			continue
-		}
-		if r == '\u2028' || r == '\u2029' {
-			b = append(b, s[start:i]...)
-			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xF])
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
 }

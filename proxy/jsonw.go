@@ -4,12 +4,12 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
-	"unicode/utf8"
 	"unsafe"
 
 	"github.com/contractd/contractd/audit"
 	"github.com/contractd/contractd/config"
 	"github.com/contractd/contractd/contracts"
+	"github.com/contractd/contractd/internal/jsonstr"
 )
 
 // The accepted answer is written by appending to one pooled buffer: no
@@ -41,18 +41,18 @@ func appendChatSuccess(b []byte, v *verdict, route *config.Route, k *contracts.C
 	resp := &v.comp.Resp
 	id, created := replyID(resp)
 	b = append(b, `{"id":`...)
-	b = appendJSONString(b, id)
+	b = jsonstr.Append(b, id)
 	b = append(b, `,"object":"chat.completion","created":`...)
 	b = strconv.AppendInt(b, created, 10)
 	b = append(b, `,"model":`...)
-	b = appendJSONString(b, resp.Model)
+	b = jsonstr.Append(b, resp.Model)
 	b = append(b, `,"choices":[{"index":0,"message":{"role":"assistant","content":`...)
 	b = appendJSONBytesAsString(b, v.result.JSON)
 	b = append(b, `,"refusal":null},"logprobs":null,"finish_reason":"stop"}],"usage":`...)
 	b = appendUsage(b, v.usage)
 	if resp.SystemFingerprint != "" {
 		b = append(b, `,"system_fingerprint":`...)
-		b = appendJSONString(b, resp.SystemFingerprint)
+		b = jsonstr.Append(b, resp.SystemFingerprint)
 	}
 	b = append(b, `,"contract":`...)
 	b = appendContractInfo(b, v, route, k)
@@ -72,11 +72,11 @@ func appendUsage(b []byte, u audit.Usage) []byte {
 // appendContractInfo appends info(v, route, k)'s JSON.
 func appendContractInfo(b []byte, v *verdict, route *config.Route, k *contracts.Contract) []byte {
 	b = append(b, `{"route":`...)
-	b = appendJSONString(b, route.Name)
+	b = jsonstr.Append(b, route.Name)
 	b = append(b, `,"contract":`...)
-	b = appendJSONString(b, k.Name)
+	b = jsonstr.Append(b, k.Name)
 	b = append(b, `,"contract_sha256":`...)
-	b = appendJSONString(b, k.SHA256)
+	b = jsonstr.Append(b, k.SHA256)
 	b = append(b, `,"attempts":`...)
 	b = strconv.AppendInt(b, int64(len(v.attempts)), 10)
 	b = append(b, `,"evidence":[`...)
@@ -85,80 +85,23 @@ func appendContractInfo(b []byte, v *verdict, route *config.Route, k *contracts.
 			b = append(b, ',')
 		}
 		b = append(b, `{"path":`...)
-		b = appendJSONString(b, e.Path)
+		b = jsonstr.Append(b, e.Path)
 		b = append(b, `,"start":`...)
 		b = strconv.AppendInt(b, int64(e.Start), 10)
 		b = append(b, `,"end":`...)
 		b = strconv.AppendInt(b, int64(e.End), 10)
 		b = append(b, `,"sha256":`...)
-		b = appendJSONString(b, e.SHA256)
+		b = jsonstr.Append(b, e.SHA256)
 		b = append(b, '}')
 	}
 	return append(b, "]}"...)
 }
 
-const hexDigits = "0123456789abcdef"
-
-// appendJSONString appends s quoted as encoding/json quotes it with HTML
-// escaping off: \" \\ \b \f \n \r \t, other control bytes as \u00XX, U+2028
-// and U+2029 escaped, invalid UTF-8 as \ufffd.
-func appendJSONString(b []byte, s string) []byte {
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' {
-				i++
-				continue
-			}
-			b = append(b, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				b = append(b, '\\', c)
-			case '\b':
-				b = append(b, '\\', 'b')
-			case '\f':
-				b = append(b, '\\', 'f')
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
-			i++
-			start = i
-			continue
-		}
-		if r == '\u2028' || r == '\u2029' {
-			b = append(b, s[start:i]...)
-			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xF])
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
-}
-
-// appendJSONBytesAsString is appendJSONString for bytes (the validated
+// appendJSONBytesAsString is jsonstr.Append for bytes (the validated
 // output), without copying them into a string first; s is only read.
 func appendJSONBytesAsString(b, s []byte) []byte {
 	if len(s) == 0 {
 		return append(b, `""`...)
 	}
-	return appendJSONString(b, unsafe.String(&s[0], len(s)))
+	return jsonstr.Append(b, unsafe.String(&s[0], len(s)))
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/contractd/contractd/audit"
 	"github.com/contractd/contractd/config"
 	"github.com/contractd/contractd/contracts"
+	"github.com/contractd/contractd/internal/jsonstr"
 	openai "github.com/sashabaranov/go-openai"
 )
 
@@ -24,7 +25,7 @@ var jsonStrings = []string{
 func TestAppendJSONStringMatchesEncodingJSON(t *testing.T) {
 	for _, s := range jsonStrings {
 		want := string(mustJSON(s))
-		if got := string(appendJSONString(nil, s)); got != want {
+		if got := string(jsonstr.Append(nil, s)); got != want {
 			t.Errorf("%q: got %s, want %s", s, got, want)
 		}
 		if got := string(appendJSONBytesAsString(nil, []byte(s))); got != want {
@@ -38,7 +39,7 @@ func FuzzAppendJSONString(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		if got, want := appendJSONString(nil, s), mustJSON(s); !bytes.Equal(got, want) {
+		if got, want := jsonstr.Append(nil, s), mustJSON(s); !bytes.Equal(got, want) {
 			t.Fatalf("%q: got %s, want %s", s, got, want)
 		}
 	})

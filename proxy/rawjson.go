@@ -8,6 +8,7 @@ import (
 	"sync"
 	"unsafe"
 
+	"github.com/contractd/contractd/internal/jsonstr"
 	"github.com/go-json-experiment/json/jsontext"
 )
 
@@ -276,7 +277,7 @@ func writeString(b *bytes.Buffer, s string) {
 // quoteJSON is mustJSON for a string, in a buffer sized once: a large
 // message is not re-copied as the buffer grows.
 func quoteJSON(s string) []byte {
-	return appendJSONString(make([]byte, 0, len(s)+len(s)/8+16), s)
+	return jsonstr.Append(make([]byte, 0, len(s)+len(s)/8+16), s)
 }
 
 func mustJSON(v any) []byte {

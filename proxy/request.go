@@ -12,6 +12,7 @@ import (
 
 	"github.com/contractd/contractd/config"
 	"github.com/contractd/contractd/contracts"
+	"github.com/contractd/contractd/internal/jsonstr"
 	"github.com/contractd/contractd/retry"
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
@@ -433,7 +434,7 @@ func (p *Prepared) edits(messages []byte, temp float64) []edit {
 	}
 	// The small values share one buffer.
 	sc := make([]byte, 0, len(r.Model)+48)
-	sc = appendJSONString(sc, r.Model)
+	sc = jsonstr.Append(sc, r.Model)
 	model := sc[:len(sc):len(sc)]
 	sc = strconv.AppendFloat(sc, temp, 'f', -1, 64)
 	temperature := sc[len(model):len(sc):len(sc)]
