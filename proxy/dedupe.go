@@ -43,16 +43,31 @@ func newDedupeKey(clientKey, api, route string, body []byte, promptSHA, contract
 // client retrying a 422 blindly costs no upstream call. Only needs_review
 // verdicts are kept: a valid answer or an upstream error is not a verdict
 // on the request and the next identical request runs again.
+//
+// Waiting is only worth it while a verdict may come: once a run of a body
+// ends without one, its waiters and later identical requests run side by
+// side (a clear mark, kept for a short while). Otherwise identical valid
+// requests, which load tests and fan-out jobs send, would run one at a
+// time, each behind a whole upstream call.
 type dedupe struct {
 	mu       sync.Mutex
 	max      int
 	lru      *list.List // of *dedupeEntry, most recent first
 	items    map[dedupeKey]*list.Element
 	inflight map[dedupeKey]chan struct{}
+	clear    map[dedupeKey]time.Time // ran without a verdict; until when identical requests need not wait
 	now      func() time.Time
 
 	evictions atomic.Int64
 }
+
+// dedupeClearFor is how long a run without a verdict lets identical
+// requests skip the wait; dedupeClearMax bounds those marks (an arbitrary
+// one goes when it is full: a lost mark costs one wait, never a verdict).
+const (
+	dedupeClearFor = 10 * time.Second
+	dedupeClearMax = 4096
+)
 
 type dedupeEntry struct {
 	key     dedupeKey
@@ -62,26 +77,39 @@ type dedupeEntry struct {
 
 func newDedupe(max int) *dedupe {
 	return &dedupe{max: max, lru: list.New(), items: map[dedupeKey]*list.Element{},
-		inflight: map[dedupeKey]chan struct{}{}, now: time.Now}
+		inflight: map[dedupeKey]chan struct{}{}, clear: map[dedupeKey]time.Time{}, now: time.Now}
 }
 
 // acquire returns the stored 422 of an identical request still inside its
 // window, or makes the caller the one request that runs: it must then call
 // release exactly once with its needs_review error (nil: nothing to keep).
 // While one runs, identical requests wait for it; if it ends without a
-// verdict to keep, one of them runs next. ctx ends the wait.
+// verdict to keep, they all run. ctx ends the wait.
 func (d *dedupe) acquire(ctx context.Context, k dedupeKey) (hit *APIError, release func(verdict *APIError, window time.Duration), err error) {
 	for {
 		d.mu.Lock()
+		now := d.now()
 		if el, ok := d.items[k]; ok {
 			e := el.Value.(*dedupeEntry)
-			if d.now().Before(e.expires) {
+			if now.Before(e.expires) {
 				d.lru.MoveToFront(el)
 				d.mu.Unlock()
 				return e.err, nil, nil
 			}
 			d.lru.Remove(el)
 			delete(d.items, k)
+		}
+		if until, ok := d.clear[k]; ok {
+			if now.Before(until) {
+				// Side by side with any identical run: a verdict it ends
+				// with is kept all the same.
+				d.mu.Unlock()
+				var once sync.Once
+				return nil, func(v *APIError, window time.Duration) {
+					once.Do(func() { d.release(k, nil, v, window) })
+				}, nil
+			}
+			delete(d.clear, k)
 		}
 		ch, running := d.inflight[k]
 		if !running {
@@ -102,10 +130,16 @@ func (d *dedupe) acquire(ctx context.Context, k dedupeKey) (hit *APIError, relea
 	}
 }
 
+// release ends a run of k: ch is the waiters' channel when the run was the
+// registered one (nil when it ran beside others after a clear mark).
 func (d *dedupe) release(k dedupeKey, ch chan struct{}, v *APIError, window time.Duration) {
 	d.mu.Lock()
-	delete(d.inflight, k)
-	if v != nil && window > 0 {
+	if ch != nil {
+		delete(d.inflight, k)
+	}
+	switch {
+	case v != nil && window > 0:
+		delete(d.clear, k)
 		e := &dedupeEntry{key: k, err: v, expires: d.now().Add(window)}
 		if el, ok := d.items[k]; ok {
 			el.Value = e
@@ -114,9 +148,22 @@ func (d *dedupe) release(k dedupeKey, ch chan struct{}, v *APIError, window time
 			d.items[k] = d.lru.PushFront(e)
 			d.evictLocked()
 		}
+	case v == nil:
+		if _, kept := d.items[k]; kept {
+			break // a verdict from an identical run beside this one
+		}
+		if _, ok := d.clear[k]; !ok && len(d.clear) >= dedupeClearMax {
+			for old := range d.clear {
+				delete(d.clear, old)
+				break
+			}
+		}
+		d.clear[k] = d.now().Add(dedupeClearFor)
 	}
 	d.mu.Unlock()
-	close(ch)
+	if ch != nil {
+		close(ch)
+	}
 }
 
 // learn remembers a verdict made elsewhere (another process sharing the
@@ -128,6 +175,7 @@ func (d *dedupe) learn(k dedupeKey, v *APIError, expires time.Time) {
 	if !d.now().Before(expires) {
 		return
 	}
+	delete(d.clear, k)
 	if el, ok := d.items[k]; ok {
 		if !expires.After(el.Value.(*dedupeEntry).expires) {
 			return

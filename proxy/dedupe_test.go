@@ -181,6 +181,52 @@ func TestDedupeConcurrentIdentical(t *testing.T) {
 	}
 }
 
+// Identical requests that pass run side by side: after one run of a body
+// ends without a verdict, the next identical requests reach the upstream
+// together instead of one at a time behind each other.
+func TestDedupeIdenticalValidRunTogether(t *testing.T) {
+	const n = 8
+	var mu sync.Mutex
+	inflight, peak := 0, 0
+	all := make(chan struct{})
+	h := newHarness(t, func(w http.ResponseWriter, r *http.Request, c *upCall) {
+		mu.Lock()
+		inflight++
+		peak = max(peak, inflight)
+		if inflight == n {
+			close(all)
+		}
+		mu.Unlock()
+		if c.N > 1 { // the first request runs alone
+			select {
+			case <-all:
+			case <-time.After(5 * time.Second):
+			}
+		}
+		mu.Lock()
+		inflight--
+		mu.Unlock()
+		reply(w, 200, completion(validAnswer, "stop", 10, 5))
+	}, cfg{})
+	if r := h.post("", failBody); r.Status != 200 {
+		t.Fatalf("first: %d %s", r.Status, r.Body)
+	}
+	var wg sync.WaitGroup
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if r := h.post("", failBody); r.Status != 200 {
+				t.Errorf("status %d %s", r.Status, r.Body)
+			}
+		}()
+	}
+	wg.Wait()
+	if peak != n {
+		t.Errorf("at most %d identical requests at the upstream at once, want %d", peak, n)
+	}
+}
+
 // A reload that changes the contract runs the identical request again; one
 // that changes nothing of the route's prompt or contract does not.
 func TestDedupeReload(t *testing.T) {
@@ -266,5 +312,83 @@ func TestDedupeUnit(t *testing.T) {
 	}
 	if hit, _, _ := d.acquire(context.Background(), k("a")); hit != verdict {
 		t.Fatal("the recently used entry was evicted")
+	}
+}
+
+// After a run without a verdict, identical requests skip the wait, and
+// each other's waiters all run at once; the mark lasts dedupeClearFor and
+// the marks are bounded.
+func TestDedupeClearMark(t *testing.T) {
+	d := newDedupe(10)
+	var mu sync.Mutex
+	now := time.Now()
+	d.now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	k := func(s string) dedupeKey { return newDedupeKey("c", "chat", "r", []byte(s), "p", "k") }
+	verdict := &APIError{Status: 422}
+
+	// Waiters of a run that ends without a verdict all run, at once.
+	_, rel, _ := d.acquire(context.Background(), k("w"))
+	ran := make(chan func(*APIError, time.Duration), 3)
+	for range 3 {
+		go func() {
+			_, r, _ := d.acquire(context.Background(), k("w"))
+			ran <- r
+		}()
+	}
+	time.Sleep(20 * time.Millisecond)
+	rel(nil, time.Minute)
+	var rels []func(*APIError, time.Duration)
+	for range 3 {
+		select {
+		case r := <-ran:
+			if r == nil {
+				t.Fatal("a waiter got no run")
+			}
+			rels = append(rels, r)
+		case <-time.After(5 * time.Second):
+			t.Fatal("waiters ran one at a time")
+		}
+	}
+	// A verdict from one of them is kept and served.
+	rels[0](verdict, time.Minute)
+	rels[1](nil, time.Minute)
+	rels[2](nil, time.Minute)
+	if hit, _, _ := d.acquire(context.Background(), k("w")); hit != verdict {
+		t.Fatal("a verdict from a side-by-side run was not kept")
+	}
+	// Marked clear: two identical requests both run, neither waits.
+	_, rel, _ = d.acquire(context.Background(), k("v"))
+	rel(nil, time.Minute)
+	_, r1, _ := d.acquire(context.Background(), k("v"))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if hit, r2, err := d.acquire(ctx, k("v")); hit != nil || r2 == nil || err != nil {
+		t.Fatalf("second side-by-side run: %v %v", hit, err)
+	} else {
+		r2(nil, time.Minute)
+	}
+	r1(nil, time.Minute)
+	// The mark ends: the first request after it runs registered again, and
+	// an identical one waits for it.
+	mu.Lock()
+	now = now.Add(dedupeClearFor + time.Second)
+	mu.Unlock()
+	_, rel, _ = d.acquire(context.Background(), k("v"))
+	short, cancel2 := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel2()
+	if _, _, err := d.acquire(short, k("v")); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("after the mark ended an identical request did not wait: %v", err)
+	}
+	rel(nil, time.Minute)
+	// Bounded: marks past dedupeClearMax replace others.
+	for i := range dedupeClearMax + 10 {
+		_, rel, _ := d.acquire(context.Background(), k(fmt.Sprint("m", i)))
+		rel(nil, time.Minute)
+	}
+	d.mu.Lock()
+	n := len(d.clear)
+	d.mu.Unlock()
+	if n > dedupeClearMax {
+		t.Fatalf("%d clear marks, want at most %d", n, dedupeClearMax)
 	}
 }
