@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -30,7 +31,7 @@ import (
 //	go test -run '^$' -bench ReviewPath -count 5 ./proxy/
 func BenchmarkReviewPath(b *testing.B) {
 	for _, path := range []string{"needs_review", "valid"} {
-		for _, store := range []string{"none", "sqlite", "postgres"} {
+		for _, store := range reviewBenchStores {
 			b.Run(path+"/"+store, func(b *testing.B) { benchReview(b, path, store, 0) })
 		}
 	}
@@ -46,11 +47,17 @@ func BenchmarkReviewPath(b *testing.B) {
 //	go test -run '^$' -bench ReviewPathPaced -benchtime 2000x ./proxy/
 func BenchmarkReviewPathPaced(b *testing.B) {
 	for _, path := range []string{"needs_review", "valid"} {
-		for _, store := range []string{"none", "sqlite", "postgres"} {
+		for _, store := range reviewBenchStores {
 			b.Run(path+"/"+store, func(b *testing.B) { benchReview(b, path, store, pacedRate) })
 		}
 	}
 }
+
+// reviewBenchStores: postgres-nosync is the same server with
+// synchronous_commit off for the benchmark's connections, so a commit does
+// not wait for the WAL to reach the disk: the difference to postgres is the
+// disk's flush, the rest is what contractd and PostgreSQL's CPU cost.
+var reviewBenchStores = []string{"none", "sqlite", "postgres", "postgres-nosync"}
 
 // pacedRate is a quarter of the needs_review path's closed-loop throughput
 // on the 2-core reference machine.
@@ -77,10 +84,13 @@ func benchReview(b *testing.B, path, store string, rate int) {
 		defer q.Close()
 		srv.Reviews = q
 	}
-	if store == "postgres" {
+	if strings.HasPrefix(store, "postgres") {
 		// A fresh schema on the test server (scripts/postgres.sh: local,
 		// fsync on, default synchronous_commit), sharing the 2 cores.
 		dsn := testkit.PostgresDSN(b)
+		if store == "postgres-nosync" {
+			dsn = withPGParam(dsn, "synchronous_commit", "off")
+		}
 		q := NewReviewQueue(context.Background(), func(ctx context.Context) (review.Store, error) {
 			return review.OpenPostgres(ctx, dsn, review.PostgresOptions{})
 		}, filepath.Join(b.TempDir(), "review-spool.jsonl"), nil)
@@ -145,4 +155,16 @@ func benchReview(b *testing.B, path, store string, rate int) {
 		b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
 		b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99-ms")
 	}
+}
+
+// withPGParam adds a run-time parameter to a URL or keyword/value DSN (pgx
+// sends parameters it does not know to the server at connect).
+func withPGParam(dsn, name, value string) string {
+	if u, err := url.Parse(dsn); err == nil && (u.Scheme == "postgres" || u.Scheme == "postgresql") {
+		q := u.Query()
+		q.Set(name, value)
+		u.RawQuery = q.Encode()
+		return u.String()
+	}
+	return dsn + " " + name + "=" + value
 }
