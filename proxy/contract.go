@@ -138,7 +138,7 @@ func (x *exchange) deduplicated(ctx context.Context, w http.ResponseWriter, hit 
 // runs: the client left, or request_timeout passed.
 func waitError(r *http.Request) (*APIError, string) {
 	if r.Context().Err() != nil {
-		return &APIError{Status: 499, Type: typeInvalidRequest, Code: "client_closed_request", Message: "client closed the request"}, audit.OutcomeRejected
+		return errClientClosed(), audit.OutcomeRejected
 	}
 	return &APIError{Status: http.StatusGatewayTimeout, Type: typeUpstream, Code: CodeUpstreamTimeout,
 		Message: "request_timeout passed while an identical request was running"}, audit.OutcomeUpstreamError
@@ -174,7 +174,7 @@ func (s *Server) attempts(ctx context.Context, r *http.Request, x *exchange, p *
 				ue = &UpstreamError{Reason: "call failed"}
 			}
 			if r.Context().Err() != nil {
-				return nil, &APIError{Status: 499, Type: typeInvalidRequest, Code: "client_closed_request", Message: "client closed the request"}
+				return nil, errClientClosed()
 			}
 			at := audit.Attempt{Attempt: n, Temperature: a.Temperature, Shortened: ab.Shortened, UpstreamStatus: ue.Status,
 				LatencyMS: ms(latency), Violations: []contracts.Violation{}}
@@ -246,7 +246,7 @@ func judge(k *contracts.Contract, comp *Completion, subj *contracts.Subject) con
 	return res
 }
 
-func (s *Server) review(x *exchange, p *Prepared, v *verdict, code string) *APIError {
+func (s *Server) review(x *exchange, p *Prepared, v *verdict, code ErrorCode) *APIError {
 	k := p.Route.Contract
 	attempts := v.attempts
 	if attempts == nil {
@@ -262,8 +262,8 @@ func (s *Server) review(x *exchange, p *Prepared, v *verdict, code string) *APIE
 // first violation of the first attempt (lists are sorted); the root path ""
 // is written "root", which no JSON Pointer can be. With no attempt at all
 // (the budget ran out first) the cause is the code.
-func reviewMessage(id, code string, attempts []ReviewAttempt) string {
-	rule, path := code, ""
+func reviewMessage(id string, code ErrorCode, attempts []ReviewAttempt) string {
+	rule, path := string(code), ""
 	if len(attempts) > 0 && len(attempts[0].Violations) > 0 {
 		rule, path = attempts[0].Violations[0].Rule, attempts[0].Violations[0].Path
 	}

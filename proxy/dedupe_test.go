@@ -54,7 +54,7 @@ func TestDedupeRepeatServesSameReview(t *testing.T) {
 		t.Errorf("bodies differ:\n%v\n%v", a, b)
 	}
 	ev := h.sink.waitEvent(t, reqID)
-	if ev.Outcome != audit.OutcomeNeedsReview || ev.Status != 422 || !ev.Deduplicated || ev.ReviewID != id || len(ev.Attempts) != 0 || ev.ErrorCode != CodeContractViolation {
+	if ev.Outcome != audit.OutcomeNeedsReview || ev.Status != 422 || !ev.Deduplicated || ev.ReviewID != id || len(ev.Attempts) != 0 || ev.ErrorCode != string(CodeContractViolation) {
 		t.Errorf("audit %+v", ev)
 	}
 	if ev := h.sink.waitEvent(t, id); ev.Deduplicated || ev.ReviewID != "" {

@@ -10,40 +10,53 @@ import (
 	"github.com/contractd/contractd/contracts"
 )
 
-// Error codes and types of the error table.
-const (
-	typeInvalidRequest = "invalid_request_error"
-	typeAuth           = "authentication_error"
-	typeNeedsReview    = "needs_review"
-	typeUpstream       = "upstream_error"
-	typeRateLimit      = "rate_limit_error"
-	typeServer         = "server_error"
+// ErrorType is an error envelope's "type".
+type ErrorType string
 
-	CodeInvalidJSON          = "invalid_json"
-	CodeInputSchemaViolation = "input_schema_violation"
-	CodeClientSystem         = "client_system_not_allowed"
-	CodeUnsupportedParameter = "unsupported_parameter"
-	CodeInputTooLarge        = "input_too_large"
-	CodeInvalidAPIKey        = "invalid_api_key"
-	CodeModelNotFound        = "model_not_found"
-	CodeRequestTooLarge      = "request_too_large"
-	CodeContractViolation    = "contract_violation"
-	CodeBudgetExhausted      = "budget_exhausted"
-	CodeUpstreamError        = "upstream_error"
-	CodeUpstreamTimeout      = "upstream_timeout"
-	CodeRateLimitExceeded    = "rate_limit_exceeded"
-	CodeMissingField         = "missing_field"
-	CodeReviewNotFound       = "review_not_found"
-	CodeReviewResolved       = "review_already_resolved"
-	CodeInvalidParameter     = "invalid_parameter"
-	CodeInvalidMessage       = "invalid_message"
-	CodeRequestTimeout       = "request_timeout"
-	CodeServerBusy           = "server_busy"
-	CodeClientClosed         = "client_closed_request"
-	CodeNotFound             = "not_found" // no such endpoint
-	CodeContractNotFound     = "contract_not_found"
-	CodeReviewStoreDown      = "review_store_unavailable"
-	CodeInternal             = "internal_error"
+// ErrorCode is an error envelope's "code" (also the audit's error_code).
+type ErrorCode string
+
+// The types of the error table.
+const (
+	typeInvalidRequest ErrorType = "invalid_request_error"
+	typeAuth           ErrorType = "authentication_error"
+	typeNeedsReview    ErrorType = "needs_review"
+	typeUpstream       ErrorType = "upstream_error"
+	typeRateLimit      ErrorType = "rate_limit_error"
+	typeServer         ErrorType = "server_error"
+)
+
+// StatusClientClosed is the status audited when the client left before
+// its answer (nginx's 499; nobody reads the reply).
+const StatusClientClosed = 499
+
+// The codes of the error table.
+const (
+	CodeInvalidJSON          ErrorCode = "invalid_json"
+	CodeInputSchemaViolation ErrorCode = "input_schema_violation"
+	CodeClientSystem         ErrorCode = "client_system_not_allowed"
+	CodeUnsupportedParameter ErrorCode = "unsupported_parameter"
+	CodeInputTooLarge        ErrorCode = "input_too_large"
+	CodeInvalidAPIKey        ErrorCode = "invalid_api_key"
+	CodeModelNotFound        ErrorCode = "model_not_found"
+	CodeRequestTooLarge      ErrorCode = "request_too_large"
+	CodeContractViolation    ErrorCode = "contract_violation"
+	CodeBudgetExhausted      ErrorCode = "budget_exhausted"
+	CodeUpstreamError        ErrorCode = "upstream_error"
+	CodeUpstreamTimeout      ErrorCode = "upstream_timeout"
+	CodeRateLimitExceeded    ErrorCode = "rate_limit_exceeded"
+	CodeMissingField         ErrorCode = "missing_field"
+	CodeReviewNotFound       ErrorCode = "review_not_found"
+	CodeReviewResolved       ErrorCode = "review_already_resolved"
+	CodeInvalidParameter     ErrorCode = "invalid_parameter"
+	CodeInvalidMessage       ErrorCode = "invalid_message"
+	CodeRequestTimeout       ErrorCode = "request_timeout"
+	CodeServerBusy           ErrorCode = "server_busy"
+	CodeClientClosed         ErrorCode = "client_closed_request"
+	CodeNotFound             ErrorCode = "not_found" // no such endpoint
+	CodeContractNotFound     ErrorCode = "contract_not_found"
+	CodeReviewStoreDown      ErrorCode = "review_store_unavailable"
+	CodeInternal             ErrorCode = "internal_error"
 )
 
 // APIError is a client-facing error. Message is written for the client and
@@ -51,8 +64,8 @@ const (
 // may carry the cause.
 type APIError struct {
 	Status     int
-	Type       string
-	Code       string
+	Type       ErrorType
+	Code       ErrorCode
 	Message    string
 	Param      *string
 	Review     *Review
@@ -91,12 +104,17 @@ type ReviewAttempt struct {
 	Violations   []contracts.Violation `json:"violations"`
 }
 
-func badRequest(code, param, format string, args ...any) *APIError {
+func badRequest(code ErrorCode, param, format string, args ...any) *APIError {
 	e := &APIError{Status: http.StatusBadRequest, Type: typeInvalidRequest, Code: code, Message: fmt.Sprintf(format, args...)}
 	if param != "" {
 		e.Param = &param
 	}
 	return e
+}
+
+// errClientClosed is the answer when the client left before it.
+func errClientClosed() *APIError {
+	return &APIError{Status: StatusClientClosed, Type: typeInvalidRequest, Code: CodeClientClosed, Message: "client closed the request"}
 }
 
 type errorBody struct {
@@ -105,8 +123,8 @@ type errorBody struct {
 
 type errorObject struct {
 	Message    string                `json:"message"`
-	Type       string                `json:"type"`
-	Code       string                `json:"code"`
+	Type       ErrorType             `json:"type"`
+	Code       ErrorCode             `json:"code"`
 	Param      *string               `json:"param"`
 	Review     *Review               `json:"review,omitempty"`
 	Violations []contracts.Violation `json:"violations,omitempty"`

@@ -28,8 +28,8 @@ func TestRequestErrors(t *testing.T) {
 		body   string
 		hdr    []string
 		status int
-		typ    string
-		code   string
+		typ    ErrorType
+		code   ErrorCode
 		param  *string
 	}{
 		// 400 invalid_json

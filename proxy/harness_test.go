@@ -381,7 +381,7 @@ func (h *harness) do(ctx context.Context, path string, body io.Reader, n int64, 
 
 // wantError checks the OpenAI envelope: status, type, code and param
 // (nil: JSON null), and that param is present either way.
-func wantError(t *testing.T, r *result, status int, typ, code string, param *string) {
+func wantError(t *testing.T, r *result, status int, typ ErrorType, code ErrorCode, param *string) {
 	t.Helper()
 	if r.Status != status {
 		t.Fatalf("status %d, want %d; body %s", r.Status, status, r.Body)
@@ -393,7 +393,7 @@ func wantError(t *testing.T, r *result, status int, typ, code string, param *str
 	if e == nil {
 		t.Fatalf("no error object: %s", r.Body)
 	}
-	if e["type"] != typ || e["code"] != code {
+	if e["type"] != string(typ) || e["code"] != string(code) {
 		t.Errorf("type/code %v/%v, want %s/%s; body %s", e["type"], e["code"], typ, code, r.Body)
 	}
 	if msg, _ := e["message"].(string); msg == "" {

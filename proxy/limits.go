@@ -176,7 +176,7 @@ func (c *limitConn) Close() error {
 var errBusy = errors.New("server busy: max_inflight_bytes held")
 
 func busyError() *APIError {
-	return &APIError{Status: http.StatusServiceUnavailable, Type: "server_error", Code: CodeServerBusy, RetryAfter: 1,
+	return &APIError{Status: http.StatusServiceUnavailable, Type: typeServer, Code: CodeServerBusy, RetryAfter: 1,
 		Message: "the server is holding max_inflight_bytes of request and reply bodies; retry shortly"}
 }
 
@@ -346,9 +346,9 @@ func (s *Server) readBody(ctx context.Context, r *http.Request, limit, budgetLim
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		// Ended while waiting for room: the client left, or request_timeout.
 		if r.Context().Err() != nil {
-			return nil, &APIError{Status: 499, Type: typeInvalidRequest, Code: CodeClientClosed, Message: "client closed the request"}
+			return nil, errClientClosed()
 		}
-		return nil, &APIError{Status: http.StatusGatewayTimeout, Type: "server_error", Code: CodeRequestTimeout,
+		return nil, &APIError{Status: http.StatusGatewayTimeout, Type: typeServer, Code: CodeRequestTimeout,
 			Message: "request_timeout passed waiting for room in max_inflight_bytes"}
 	}
 	// A read error cancels the request's context in net/http whatever its

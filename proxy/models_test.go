@@ -64,7 +64,7 @@ func TestModelDetail(t *testing.T) {
 	for _, c := range []struct {
 		path, key string
 		status    int
-		code      string
+		code      ErrorCode
 	}{
 		{"/v1/models/nope", clientKey, 404, CodeModelNotFound},
 		{"/r/free/v1/models/classify", clientKey, 404, CodeModelNotFound}, // under /r/free/ only free exists
@@ -73,7 +73,7 @@ func TestModelDetail(t *testing.T) {
 		{"/v1/models/classify", "wrong", 401, CodeInvalidAPIKey},
 	} {
 		r := h.get(c.path, c.key)
-		if r.Status != c.status || r.errorObj()["code"] != c.code {
+		if r.Status != c.status || r.errorObj()["code"] != string(c.code) {
 			t.Errorf("%s key %q: %d %s", c.path, c.key, r.Status, r.Body)
 		}
 		wantRequestID(t, r)

@@ -162,7 +162,7 @@ func passError(w http.ResponseWriter, r *http.Request, err error) {
 	// upstream timeout, so ask the client's own context whether the
 	// client left; the timeout must answer 504, not an empty 200.
 	if c.clientCtx.Err() != nil {
-		c.status = 499
+		c.status = StatusClientClosed
 		return // client gone: nothing to write
 	}
 	if errors.Is(err, context.DeadlineExceeded) || r.Context().Err() != nil {
@@ -238,7 +238,7 @@ func (s *Server) passthrough(ctx context.Context, cancel context.CancelFunc, w h
 		if p := recover(); p != nil {
 			x.ev.Attempts = attempt()
 			if c.clientCtx.Err() != nil {
-				x.finish(ctx, 499, audit.OutcomeRejected, CodeClientClosed)
+				x.finish(ctx, StatusClientClosed, audit.OutcomeRejected, CodeClientClosed)
 			} else { // the upstream stream broke or timed out mid-way
 				x.finish(ctx, c.status, audit.OutcomeUpstreamError, CodeUpstreamError)
 			}
@@ -271,7 +271,7 @@ func (s *Server) passthrough(ctx context.Context, cancel context.CancelFunc, w h
 	case c.failed != nil:
 		x.ev.Attempts[0].UpstreamStatus = 0
 		x.finish(ctx, c.failed.Status, audit.OutcomeUpstreamError, c.failed.Code)
-	case c.status == 499:
+	case c.status == StatusClientClosed:
 		x.ev.Attempts[0].UpstreamStatus = 0
 		x.finish(ctx, c.status, audit.OutcomeRejected, CodeClientClosed)
 	default:
@@ -301,7 +301,8 @@ func redactBody(resp *http.Response, keys ...string) error {
 		defer zr.Close()
 		src = zr
 	default:
-		src = strings.NewReader(`{"error":{"message":` + string(mustJSON("upstream error body withheld: it could not be checked for secrets (Content-Encoding "+enc+")")) + `,"type":"upstream_error","code":"upstream_error","param":null}}`)
+		src = bytes.NewReader(mustJSON(errorBody{Error: errorObject{Type: typeUpstream, Code: CodeUpstreamError,
+			Message: "upstream error body withheld: it could not be checked for secrets (Content-Encoding " + enc + ")"}}))
 		resp.Header.Set("Content-Type", "application/json")
 	}
 	b, err := io.ReadAll(io.LimitReader(src, maxErrorBody))

@@ -433,3 +433,22 @@ func (h *harness) rawStream(t *testing.T) (*http.Response, []byte, error) {
 	resp.Body.Close()
 	return resp, b, err
 }
+
+// An error body in an encoding that cannot be scanned for keys is replaced
+// by an envelope of its own; the encoding's name is quoted as sent
+// (no HTML escaping).
+func TestRedactBodyWithholdsUnknownEncoding(t *testing.T) {
+	for _, tc := range []struct{ enc, want string }{
+		{"br", `{"error":{"message":"upstream error body withheld: it could not be checked for secrets (Content-Encoding br)","type":"upstream_error","code":"upstream_error","param":null}}`},
+		{`x<&>"y`, `{"error":{"message":"upstream error body withheld: it could not be checked for secrets (Content-Encoding x<&>\"y)","type":"upstream_error","code":"upstream_error","param":null}}`},
+	} {
+		resp := &http.Response{Header: http.Header{"Content-Encoding": {tc.enc}}, Body: io.NopCloser(strings.NewReader("\x00\x01 sk-secret"))}
+		if err := redactBody(resp); err != nil {
+			t.Fatal(err)
+		}
+		got, _ := io.ReadAll(resp.Body)
+		if string(got) != tc.want || resp.Header.Get("Content-Type") != "application/json" || resp.Header.Get("Content-Encoding") != "" {
+			t.Errorf("%s: body %s, headers %v", tc.enc, got, resp.Header)
+		}
+	}
+}

@@ -156,7 +156,8 @@ func TestResponsesBadRequests(t *testing.T) {
 	tests := []struct {
 		name, path, body string
 		status           int
-		code, param      string
+		code             ErrorCode
+		param            string
 	}{
 		{"tools", "", `{"model":"free","input":"q","tools":[{"type":"function","name":"f"}]}`, 400, CodeUnsupportedParameter, "tools"},
 		{"tool_choice", "", `{"model":"free","input":"q","tool_choice":"auto"}`, 400, CodeUnsupportedParameter, "tool_choice"},
@@ -194,12 +195,11 @@ func TestResponsesBadRequests(t *testing.T) {
 				path = respPath
 			}
 			r := h.post(path, tc.body)
-			typ := "invalid_request_error"
 			var param *string
 			if tc.param != "" {
 				param = &tc.param
 			}
-			wantError(t, r, tc.status, typ, tc.code, param)
+			wantError(t, r, tc.status, "invalid_request_error", tc.code, param)
 			wantContractHeaders(t, r, "", 0)
 			if ev := h.sink.waitEvent(t, r.Header.Get("X-Request-Id")); ev.API != "responses" || ev.Outcome != audit.OutcomeRejected {
 				t.Errorf("audit api %q outcome %q", ev.API, ev.Outcome)

@@ -204,7 +204,8 @@ func TestReviewAdminErrors(t *testing.T) {
 	tests := []struct {
 		name, method, path, body, key string
 		status                        int
-		typ, code                     string
+		typ                           ErrorType
+		code                          ErrorCode
 		param                         *string
 	}{
 		{"no admin key", "GET", "/admin/reviews", "", "", 401, "authentication_error", "invalid_api_key", nil},

@@ -140,7 +140,7 @@ func (s *Server) Handler(admin http.Handler) http.Handler {
 
 func notFound(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("X-Request-Id", newRequestID())
-	writeError(w, &APIError{Status: http.StatusNotFound, Type: typeInvalidRequest, Code: "not_found",
+	writeError(w, &APIError{Status: http.StatusNotFound, Type: typeInvalidRequest, Code: CodeNotFound,
 		Message: "no such endpoint: " + r.Method + " " + quoteForMessage(r.URL.Path)})
 }
 
@@ -259,8 +259,8 @@ type exchange struct {
 	body   []byte // the client's body as received
 }
 
-func (x *exchange) finish(ctx context.Context, status int, outcome, code string) {
-	x.ev.Event, x.ev.Status, x.ev.Outcome, x.ev.ErrorCode = "request", status, outcome, code
+func (x *exchange) finish(ctx context.Context, status int, outcome string, code ErrorCode) {
+	x.ev.Event, x.ev.Status, x.ev.Outcome, x.ev.ErrorCode = "request", status, outcome, string(code)
 	x.ev.DurationMS = float64(time.Since(x.start).Microseconds()) / 1000
 	if x.ev.Attempts == nil {
 		x.ev.Attempts = []audit.Attempt{}
@@ -278,7 +278,7 @@ func (x *exchange) finish(ctx context.Context, status int, outcome, code string)
 	// building that logger.
 	x.s.Logger.LogAttrs(ctx, lvl, "request", slog.String("request_id", x.ev.RequestID), slog.String("route", x.ev.Route),
 		slog.String("outcome", outcome), slog.Int("status", status), slog.Int("attempts", len(x.ev.Attempts)),
-		slog.Float64("duration_ms", x.ev.DurationMS), slog.String("error_code", code))
+		slog.Float64("duration_ms", x.ev.DurationMS), slog.String("error_code", string(code)))
 }
 
 // logger is the request's logger (request_id on every line), built on
@@ -404,7 +404,7 @@ func bodyReadError(err error) *APIError {
 		return &APIError{Status: http.StatusRequestTimeout, Type: typeInvalidRequest, Code: CodeRequestTimeout,
 			Message: "the request body was not received within the server's body_read_timeout"}
 	}
-	return &APIError{Status: 499, Type: typeInvalidRequest, Code: CodeClientClosed, Message: "client closed the request"}
+	return errClientClosed()
 }
 
 func unquoteJSON(v []byte) string {

@@ -32,7 +32,7 @@ func TestUpstreamErrors(t *testing.T) {
 		cfg     cfg
 		route   string
 		status  int
-		code    string
+		code    ErrorCode
 		hits    int    // upstream hits: 1 + transport retries
 		message string // in error.message
 		maxTime time.Duration
@@ -127,7 +127,7 @@ func TestUpstreamErrors(t *testing.T) {
 			}
 			wantContractHeaders(t, r, route, 1)
 			ev := h.sink.waitEvent(t, r.Header.Get("X-Request-Id"))
-			if ev.Outcome != "upstream_error" || ev.Status != tc.status || ev.ErrorCode != tc.code || len(ev.Attempts) != 1 {
+			if ev.Outcome != "upstream_error" || ev.Status != tc.status || ev.ErrorCode != string(tc.code) || len(ev.Attempts) != 1 {
 				t.Errorf("audit %+v", ev)
 			}
 		})

@@ -86,7 +86,7 @@ func (r *runner) live(ctx context.Context, j *job, rec *Record) result {
 	}
 	switch {
 	case aerr != nil:
-		it.New, it.Reason = NewUnjudged, aerr.Code+": "+aerr.Message
+		it.New, it.Reason = NewUnjudged, string(aerr.Code)+": "+aerr.Message
 	case rp.Err != nil:
 		it.New, it.Reason = NewUnjudged, fmt.Sprintf("%s (%d): %s", rp.Err.Code, rp.Err.Status, rp.Err.Message)
 	case rp.Valid:

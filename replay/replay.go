@@ -506,7 +506,7 @@ func (r *runner) judge(j *job, rec *Record) result {
 		var aerr *proxy.APIError
 		subj, aerr = proxy.StoredSubject(route, []byte(rec.Input))
 		if aerr != nil {
-			route, reason = nil, "the config refuses the stored input ("+aerr.Code+"): "+aerr.Message
+			route, reason = nil, "the config refuses the stored input ("+string(aerr.Code)+"): "+aerr.Message
 		}
 	}
 	for i, s := range rec.Outputs {
