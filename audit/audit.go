@@ -20,13 +20,26 @@ import (
 	"github.com/contractd/contractd/contracts"
 )
 
+// Outcome is how a request ended (the event's "outcome").
+type Outcome string
+
 // Outcomes.
 const (
-	OutcomeValid         = "valid"
-	OutcomeNeedsReview   = "needs_review"
-	OutcomeRejected      = "rejected"
-	OutcomeUpstreamError = "upstream_error"
-	OutcomePassthrough   = "passthrough"
+	OutcomeValid         Outcome = "valid"
+	OutcomeNeedsReview   Outcome = "needs_review"
+	OutcomeRejected      Outcome = "rejected"
+	OutcomeUpstreamError Outcome = "upstream_error"
+	OutcomePassthrough   Outcome = "passthrough"
+)
+
+// SinkKind is audit.sink: where events go.
+type SinkKind string
+
+// The sinks.
+const (
+	SinkStdout SinkKind = "stdout" // the default
+	SinkFile   SinkKind = "file"
+	SinkNone   SinkKind = "none"
 )
 
 // Usage is token usage as the upstream reported it.
@@ -75,7 +88,7 @@ type Event struct {
 	RequestID   string    `json:"request_id"`
 	Route       string    `json:"route"`
 	API         string    `json:"api,omitempty"` // "chat" or "responses": the client-facing API
-	Outcome     string    `json:"outcome"`
+	Outcome     Outcome   `json:"outcome"`
 	Status      int       `json:"status"`
 	DurationMS  float64   `json:"duration_ms"`
 	Prompt      *Ref      `json:"prompt"`
@@ -100,13 +113,13 @@ type Sink interface {
 }
 
 // New opens the sink a config names.
-func New(sink, path string) (Sink, error) {
+func New(sink SinkKind, path string) (Sink, error) {
 	switch sink {
-	case "", "stdout":
+	case "", SinkStdout:
 		return &writerSink{w: os.Stdout}, nil
-	case "none":
+	case SinkNone:
 		return nopSink{}, nil
-	case "file":
+	case SinkFile:
 		f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
 		if err != nil {
 			return nil, fmt.Errorf("audit file: %w", err)
@@ -196,13 +209,14 @@ func (nopSink) Close() error       { return nil }
 // hold a read lock, so Reopen closes the old sink only once no write is
 // using it: no line is cut or lost by a reload.
 type Switch struct {
-	mu         sync.RWMutex
-	cur        Sink
-	sink, path string
+	mu   sync.RWMutex
+	cur  Sink
+	sink SinkKind
+	path string
 }
 
 // NewSwitch opens the sink a config names behind a Switch.
-func NewSwitch(sink, path string) (*Switch, error) {
+func NewSwitch(sink SinkKind, path string) (*Switch, error) {
 	cur, err := New(sink, path)
 	if err != nil {
 		return nil, err
@@ -213,9 +227,9 @@ func NewSwitch(sink, path string) (*Switch, error) {
 // Reopen points the switch at sink and path when they differ from the
 // current ones (changed reports whether they did). On error the current
 // sink stays.
-func (s *Switch) Reopen(sink, path string) (changed bool, err error) {
+func (s *Switch) Reopen(sink SinkKind, path string) (changed bool, err error) {
 	s.mu.RLock()
-	same := s.sink == sink && (sink != "file" || s.path == path)
+	same := s.sink == sink && (sink != SinkFile || s.path == path)
 	s.mu.RUnlock()
 	if same {
 		return false, nil

@@ -311,13 +311,13 @@ func TestStdoutSink(t *testing.T) {
 	}
 	old := os.Stdout
 	os.Stdout = w
-	for _, name := range []string{"stdout", ""} { // "" is the default
+	for _, name := range []audit.SinkKind{"stdout", ""} { // "" is the default
 		s, err := audit.New(name, "")
 		if err != nil {
 			os.Stdout = old
 			t.Fatal(err)
 		}
-		if err := s.Write(sample("req_" + name)); err != nil {
+		if err := s.Write(sample("req_" + string(name))); err != nil {
 			t.Error(err)
 		}
 		if err := s.Close(); err != nil { // never closes stdout

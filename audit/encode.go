@@ -33,7 +33,7 @@ func appendEvent(b []byte, ev *Event) ([]byte, error) {
 		b = jsonstr.Append(b, ev.API)
 	}
 	b = append(b, `,"outcome":`...)
-	b = jsonstr.Append(b, ev.Outcome)
+	b = jsonstr.Append(b, string(ev.Outcome))
 	b = append(b, `,"status":`...)
 	b = strconv.AppendInt(b, int64(ev.Status), 10)
 	b = append(b, `,"duration_ms":`...)

@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/contractd/contractd/audit"
 	"github.com/contractd/contractd/contracts"
 	"github.com/contractd/contractd/policy"
 	"github.com/contractd/contractd/retry"
@@ -263,12 +264,12 @@ func (c *compiler) rateLimit(rl RateLimit) *RateLimit {
 
 func (c *compiler) audit() {
 	a := c.p.File.Audit
-	out := AuditSettings{Sink: a.Sink, IncludeContent: a.IncludeContent}
-	switch a.Sink {
+	out := AuditSettings{Sink: audit.SinkKind(a.Sink), IncludeContent: a.IncludeContent}
+	switch out.Sink {
 	case "":
-		out.Sink = "stdout"
-	case "stdout", "none":
-	case "file":
+		out.Sink = audit.SinkStdout
+	case audit.SinkStdout, audit.SinkNone:
+	case audit.SinkFile:
 		if a.Path == "" {
 			c.ps.add("audit.path", "sink file needs a path")
 		}
@@ -276,7 +277,7 @@ func (c *compiler) audit() {
 		c.ps.add("audit.sink", "unknown sink %q (stdout, file, none)", a.Sink)
 	}
 	if a.Path != "" {
-		if a.Sink != "file" {
+		if out.Sink != audit.SinkFile {
 			c.ps.add("audit.path", "path is only used with sink: file")
 		}
 		out.Path = c.abs(a.Path)

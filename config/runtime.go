@@ -3,6 +3,7 @@ package config
 import (
 	"time"
 
+	"github.com/contractd/contractd/audit"
 	"github.com/contractd/contractd/contracts"
 	"github.com/contractd/contractd/retry"
 )
@@ -53,7 +54,7 @@ type MemoryLimit struct {
 
 // AuditSettings are audit settings with defaults applied; Path is absolute.
 type AuditSettings struct {
-	Sink           string // stdout | file | none
+	Sink           audit.SinkKind
 	Path           string
 	IncludeContent bool
 }

@@ -136,7 +136,7 @@ func (x *exchange) deduplicated(ctx context.Context, w http.ResponseWriter, hit 
 
 // waitError is the answer when the request ends while an identical one
 // runs: the client left, or request_timeout passed.
-func waitError(r *http.Request) (*APIError, string) {
+func waitError(r *http.Request) (*APIError, audit.Outcome) {
 	if r.Context().Err() != nil {
 		return errClientClosed(), audit.OutcomeRejected
 	}

@@ -259,7 +259,7 @@ type exchange struct {
 	body   []byte // the client's body as received
 }
 
-func (x *exchange) finish(ctx context.Context, status int, outcome string, code ErrorCode) {
+func (x *exchange) finish(ctx context.Context, status int, outcome audit.Outcome, code ErrorCode) {
 	x.ev.Event, x.ev.Status, x.ev.Outcome, x.ev.ErrorCode = "request", status, outcome, string(code)
 	x.ev.DurationMS = float64(time.Since(x.start).Microseconds()) / 1000
 	if x.ev.Attempts == nil {
@@ -277,7 +277,7 @@ func (x *exchange) finish(ctx context.Context, status int, outcome string, code 
 	// request_id first as a logger from x.logger() would write it, without
 	// building that logger.
 	x.s.Logger.LogAttrs(ctx, lvl, "request", slog.String("request_id", x.ev.RequestID), slog.String("route", x.ev.Route),
-		slog.String("outcome", outcome), slog.Int("status", status), slog.Int("attempts", len(x.ev.Attempts)),
+		slog.String("outcome", string(outcome)), slog.Int("status", status), slog.Int("attempts", len(x.ev.Attempts)),
 		slog.Float64("duration_ms", x.ev.DurationMS), slog.String("error_code", string(code)))
 }
 
@@ -291,7 +291,7 @@ func (x *exchange) logger() *slog.Logger {
 }
 
 // fail answers with e and records the outcome.
-func (x *exchange) fail(ctx context.Context, w http.ResponseWriter, e *APIError, outcome string) {
+func (x *exchange) fail(ctx context.Context, w http.ResponseWriter, e *APIError, outcome audit.Outcome) {
 	if e.Internal != nil {
 		x.logger().Warn("request failed", "code", e.Code, "cause", e.Internal.Error())
 	}

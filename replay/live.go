@@ -32,7 +32,7 @@ func LiveServer(rt *config.Runtime, env func(string) (string, bool)) (*proxy.Ser
 		k, _ := env(u.APIKeyEnv)
 		return k
 	})
-	sink, _ := audit.New("none", "")
+	sink, _ := audit.New(audit.SinkNone, "")
 	return proxy.NewServer(rt, caller, sink, slog.New(slog.DiscardHandler)), nil
 }
 
@@ -44,9 +44,9 @@ func (r *runner) live(ctx context.Context, j *job, rec *Record) result {
 	res := result{route: rec.Route}
 	old := OldInvalid // a review item or an export line: the request ended in needs_review
 	switch rec.Outcome {
-	case "valid":
+	case audit.OutcomeValid:
 		old = OldValid
-	case "needs_review", "approved":
+	case audit.OutcomeNeedsReview, outcomeApproved:
 	default:
 		return result{skip: true} // rejected, upstream_error…: no verdict to compare with
 	}

@@ -8,6 +8,8 @@ import (
 
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/contractd/contractd/audit"
 )
 
 // Old verdicts of a stored output.
@@ -25,7 +27,7 @@ type Record struct {
 	Time    time.Time
 	Input   jsontext.Value // the stored input; nil without content
 	Request []byte         // the client's body (review items only)
-	Outcome string         // audit outcome, or "needs_review" for review items
+	Outcome audit.Outcome  // needs_review for review items, outcomeApproved for export lines
 	Outputs []Stored
 	// NotReplayable counts outputs the source only knows by their hash
 	// (an audit written without include_content).
@@ -41,6 +43,10 @@ type Stored struct {
 	Old     string // OldValid, OldInvalid or OldApproved
 }
 
+// outcomeApproved is the outcome of an export line: a needs_review
+// request a reviewer approved.
+const outcomeApproved audit.Outcome = "approved"
+
 // ErrNotRecord marks a line that is well-formed JSON but carries no outputs
 // to judge (a review_resolved event, a passthrough request…).
 var ErrNotRecord = errors.New("no stored outputs")
@@ -52,7 +58,7 @@ type line struct {
 	Time      *time.Time     `json:"time"`
 	RequestID *string        `json:"request_id"`
 	Route     string         `json:"route"`
-	Outcome   string         `json:"outcome"`
+	Outcome   audit.Outcome  `json:"outcome"`
 	Attempts  []lineAttempt  `json:"attempts"`
 	Input     jsontext.Value `json:"input"`
 	// Export lines (GET /admin/reviews/export).
@@ -142,7 +148,7 @@ func auditRecord(l *line) (*Record, error) {
 }
 
 func exportRecord(l *line) (*Record, error) {
-	r := &Record{ID: *l.ID, Route: l.Route, Outcome: "approved"}
+	r := &Record{ID: *l.ID, Route: l.Route, Outcome: outcomeApproved}
 	if l.ResolvedAt != nil {
 		r.Time = *l.ResolvedAt
 	}

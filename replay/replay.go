@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/contractd/contractd/audit"
 	"github.com/contractd/contractd/config"
 	"github.com/contractd/contractd/contracts"
 	"github.com/contractd/contractd/proxy"
@@ -245,7 +246,7 @@ func Reviews(ctx context.Context, o Options, st review.Store) (*Summary, error) 
 // when approved, the approved output.
 func itemRecord(it *review.Item) *Record {
 	// Time as the store's since filter reads it: resolution, else creation.
-	rec := &Record{ID: it.ID, Route: it.Route, Time: it.CreatedAt, Outcome: "needs_review", Request: it.Request}
+	rec := &Record{ID: it.ID, Route: it.Route, Time: it.CreatedAt, Outcome: audit.OutcomeNeedsReview, Request: it.Request}
 	if it.ResolvedAt != nil {
 		rec.Time = *it.ResolvedAt
 	}

@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/contractd/contractd/audit"
+	"github.com/contractd/contractd/proxy"
 )
 
 // Metric names as exposed on /metrics, plus the validation
@@ -26,17 +27,15 @@ const (
 	MetricConfigReloads      = "contractd_config_reloads_total"
 )
 
-// Attempt results (label result of contractd_attempts_total).
-const (
-	ResultValid         = "valid"
-	ResultInvalid       = "invalid"
-	ResultUpstreamError = "upstream_error"
-)
+// Result is an attempt's result (label result of contractd_attempts_total).
+type Result string
 
-// codeModelNotFound is proxy.CodeModelNotFound: the route label is left
-// empty for names that are not configured routes, so a client cannot create
-// series at will.
-const codeModelNotFound = "model_not_found"
+// Attempt results.
+const (
+	ResultValid         Result = "valid"
+	ResultInvalid       Result = "invalid"
+	ResultUpstreamError Result = "upstream_error"
+)
 
 func (t *Telemetry) instruments() error {
 	m := t.mp.Meter(ScopeName)
@@ -86,9 +85,10 @@ func (t *Telemetry) ConfigReload(ok bool) {
 
 // RouteLabel is the route label a finished event is counted under: the
 // configured route, or "" when the request never resolved to one (auth,
-// size, JSON errors, unknown route).
+// size, JSON errors, unknown route), so a client cannot create series at
+// will.
 func RouteLabel(ev *audit.Event) string {
-	if ev.ErrorCode == codeModelNotFound {
+	if ev.ErrorCode == string(proxy.CodeModelNotFound) {
 		return ""
 	}
 	return ev.Route
@@ -97,7 +97,7 @@ func RouteLabel(ev *audit.Event) string {
 // AttemptResult classifies attempt i of a contract-route event: an attempt
 // that produced no output (no output hash) failed upstream; otherwise it is
 // valid when it has no violation.
-func AttemptResult(ev *audit.Event, i int) string {
+func AttemptResult(ev *audit.Event, i int) Result {
 	a := &ev.Attempts[i]
 	switch {
 	case a.OutputSHA256 == "",
@@ -141,7 +141,7 @@ func (t *Telemetry) RequestDone(ctx context.Context, ev *audit.Event) {
 		attrs := make([]attribute.KeyValue, 0, 5)
 		attrs = append(attrs,
 			attrRequestID.String(ev.RequestID),
-			attrOutcome.String(ev.Outcome),
+			attrOutcome.String(string(ev.Outcome)),
 			attrAttempts.Int(attemptCount(ev)),
 		)
 		if route != "" {
@@ -207,12 +207,15 @@ func (c *setCache[K]) get(k K) *labels {
 	return l
 }
 
-type routeOutcome struct{ route, outcome string }
+type routeOutcome struct {
+	route   string
+	outcome audit.Outcome
+}
 
 type attemptLabels struct {
 	route   string
 	attempt int
-	result  string
+	result  Result
 }
 
 type violationLabels struct{ route, kind, rule string }
@@ -252,11 +255,11 @@ func (c *routeCache) get(route string) *routeOpts {
 
 func (t *Telemetry) initSetCaches() {
 	t.routeOutcome = newSetCache(func(k routeOutcome) attribute.Set {
-		return attribute.NewSet(attribute.String("route", k.route), attribute.String("outcome", k.outcome))
+		return attribute.NewSet(attribute.String("route", k.route), attribute.String("outcome", string(k.outcome)))
 	})
 	t.attemptSets = newSetCache(func(k attemptLabels) attribute.Set {
 		return attribute.NewSet(attribute.String("route", k.route), attribute.String("attempt", strconv.Itoa(k.attempt)),
-			attribute.String("result", k.result))
+			attribute.String("result", string(k.result)))
 	})
 	t.violationSets = newSetCache(func(k violationLabels) attribute.Set {
 		return attribute.NewSet(attribute.String("route", k.route), attribute.String("kind", k.kind), attribute.String("rule", k.rule))

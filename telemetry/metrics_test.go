@@ -302,7 +302,7 @@ func TestAttemptResult(t *testing.T) {
 		{Attempt: 2, OutputSHA256: "cd", Violations: make([]contracts.Violation, 1)},
 		{Attempt: 3},
 	}}
-	for i, want := range []string{telemetry.ResultValid, telemetry.ResultInvalid, telemetry.ResultUpstreamError} {
+	for i, want := range []telemetry.Result{telemetry.ResultValid, telemetry.ResultInvalid, telemetry.ResultUpstreamError} {
 		if got := telemetry.AttemptResult(ev, i); got != want {
 			t.Errorf("attempt %d: %s, want %s", i+1, got, want)
 		}
