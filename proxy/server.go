@@ -275,10 +275,16 @@ func (x *exchange) finish(ctx context.Context, status int, outcome audit.Outcome
 	}
 	// The one line most requests log: its attributes as typed values, and
 	// request_id first as a logger from x.logger() would write it, without
-	// building that logger.
-	x.s.Logger.LogAttrs(ctx, lvl, "request", slog.String("request_id", x.ev.RequestID), slog.String("route", x.ev.Route),
-		slog.String("outcome", string(outcome)), slog.Int("status", status), slog.Int("attempts", len(x.ev.Attempts)),
-		slog.Float64("duration_ms", x.ev.DurationMS), slog.String("error_code", string(code)))
+	// building that logger. The record goes to the handler directly: the
+	// Logger would also capture the caller's PC, which no handler here
+	// prints (no AddSource).
+	if h := x.s.Logger.Handler(); h.Enabled(ctx, lvl) {
+		r := slog.NewRecord(time.Now(), lvl, "request", 0)
+		r.AddAttrs(slog.String("request_id", x.ev.RequestID), slog.String("route", x.ev.Route),
+			slog.String("outcome", string(outcome)), slog.Int("status", status), slog.Int("attempts", len(x.ev.Attempts)),
+			slog.Float64("duration_ms", x.ev.DurationMS), slog.String("error_code", string(code)))
+		_ = h.Handle(ctx, r)
+	}
 }
 
 // logger is the request's logger (request_id on every line), built on

@@ -2,10 +2,17 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"io"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/contractd/contractd/internal/logbuf"
 )
 
 // The level comes from server.log_level, overridden by CONTRACTD_LOG_LEVEL;
@@ -41,5 +48,39 @@ func TestNewLoggerLevels(t *testing.T) {
 				t.Errorf("not a JSON line: %q", line)
 			}
 		}
+	}
+}
+
+// BenchmarkRequestLine is serve's request line written to a file, line by
+// line as before and through the batching writer serve now uses.
+func BenchmarkRequestLine(b *testing.B) {
+	for _, tt := range []struct {
+		name     string
+		buffered bool
+	}{{"unbuffered", false}, {"batched", true}} {
+		b.Run(tt.name, func(b *testing.B) {
+			f, err := os.Create(filepath.Join(b.TempDir(), "contractd.log"))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer f.Close()
+			var w io.Writer = f
+			if tt.buffered {
+				lw := logbuf.New(f, logbuf.DefaultInterval)
+				defer lw.Close()
+				w = lw
+			}
+			lv := new(slog.LevelVar)
+			h := newLogger(w, lv).Handler()
+			ctx := context.Background()
+			b.ReportAllocs()
+			for b.Loop() {
+				r := slog.NewRecord(time.Now(), slog.LevelInfo, "request", 0)
+				r.AddAttrs(slog.String("request_id", "req_0123456789abcdef01234567"), slog.String("route", "triage"),
+					slog.String("outcome", "success"), slog.Int("status", 200), slog.Int("attempts", 1),
+					slog.Float64("duration_ms", 0.412), slog.String("error_code", ""))
+				_ = h.Handle(ctx, r)
+			}
+		})
 	}
 }

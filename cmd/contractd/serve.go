@@ -21,6 +21,7 @@ import (
 	"github.com/contractd/contractd/audit"
 	"github.com/contractd/contractd/config"
 	"github.com/contractd/contractd/internal/filewatch"
+	"github.com/contractd/contractd/internal/logbuf"
 	"github.com/contractd/contractd/internal/memlimit"
 	"github.com/contractd/contractd/proxy"
 	"github.com/contractd/contractd/retry"
@@ -41,7 +42,11 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	level := new(slog.LevelVar)
 	setLevel(level, rt.Server.LogLevel)
-	logger := newLogger(stderr, level)
+	// One write per batch of lines rather than one per request line
+	// (docs/observability.md); every return below flushes it.
+	lw := logbuf.New(stderr, logbuf.DefaultInterval)
+	defer lw.Close()
+	logger := newLogger(lw, level)
 	for _, w := range rt.Warnings {
 		logger.Warn("config warning", "location", w.Location(), "message", w.Message)
 	}
