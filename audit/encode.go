@@ -62,7 +62,7 @@ func appendEvent(b []byte, ev *Event) ([]byte, error) {
 		b = append(b, ']')
 	}
 	b = append(b, `,"usage":`...)
-	b = appendUsage(b, ev.Usage)
+	b = ev.Usage.AppendJSON(b)
 	b = append(b, `,"budget":`...)
 	if ev.Budget == nil {
 		b = append(b, "null"...)
@@ -107,7 +107,9 @@ func appendRef(b []byte, r *Ref) []byte {
 	return append(b, '}')
 }
 
-func appendUsage(b []byte, u Usage) []byte {
+// AppendJSON appends u's JSON as encoding/json writes it (the audit line
+// and the proxy's answer both write usage).
+func (u Usage) AppendJSON(b []byte) []byte {
 	b = append(b, `{"prompt_tokens":`...)
 	b = strconv.AppendInt(b, int64(u.PromptTokens), 10)
 	b = append(b, `,"completion_tokens":`...)
@@ -136,7 +138,7 @@ func appendAttempt(b []byte, a *Attempt) ([]byte, error) {
 		return b, err
 	}
 	b = append(b, `,"usage":`...)
-	b = appendUsage(b, a.Usage)
+	b = a.Usage.AppendJSON(b)
 	b = append(b, `,"violations":`...)
 	b = appendViolations(b, a.Violations)
 	b = append(b, `,"output_sha256":`...)

@@ -6,7 +6,6 @@ import (
 	"sync"
 	"unsafe"
 
-	"github.com/contractd/contractd/audit"
 	"github.com/contractd/contractd/config"
 	"github.com/contractd/contractd/contracts"
 	"github.com/contractd/contractd/internal/jsonstr"
@@ -49,7 +48,7 @@ func appendChatSuccess(b []byte, v *verdict, route *config.Route, k *contracts.C
 	b = append(b, `,"choices":[{"index":0,"message":{"role":"assistant","content":`...)
 	b = appendJSONBytesAsString(b, v.result.JSON)
 	b = append(b, `,"refusal":null},"logprobs":null,"finish_reason":"stop"}],"usage":`...)
-	b = appendUsage(b, v.usage)
+	b = v.usage.AppendJSON(b)
 	if resp.SystemFingerprint != "" {
 		b = append(b, `,"system_fingerprint":`...)
 		b = jsonstr.Append(b, resp.SystemFingerprint)
@@ -57,16 +56,6 @@ func appendChatSuccess(b []byte, v *verdict, route *config.Route, k *contracts.C
 	b = append(b, `,"contract":`...)
 	b = appendContractInfo(b, v, route, k)
 	return append(b, "}\n"...)
-}
-
-func appendUsage(b []byte, u audit.Usage) []byte {
-	b = append(b, `{"prompt_tokens":`...)
-	b = strconv.AppendInt(b, int64(u.PromptTokens), 10)
-	b = append(b, `,"completion_tokens":`...)
-	b = strconv.AppendInt(b, int64(u.CompletionTokens), 10)
-	b = append(b, `,"total_tokens":`...)
-	b = strconv.AppendInt(b, int64(u.TotalTokens), 10)
-	return append(b, '}')
 }
 
 // appendContractInfo appends info(v, route, k)'s JSON.
