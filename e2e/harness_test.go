@@ -14,7 +14,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -61,7 +60,7 @@ func testMain(m *testing.M) int {
 	binPath, builtBy = filepath.Join(dir, "contractd"), "TestMain"
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, goTool(), "build", "-trimpath",
+	cmd := exec.CommandContext(ctx, testkit.GoTool(), "build", "-trimpath",
 		"-ldflags", "-X main.version="+testVersion, "-o", binPath, "./cmd/contractd")
 	cmd.Dir = ".." // the module root: go test runs in the package directory
 	cmd.Env = append(os.Environ(), "GOTOOLCHAIN=local")
@@ -72,19 +71,6 @@ func testMain(m *testing.M) int {
 	// The replica tests share one throwaway PostgreSQL, started on first
 	// use and stopped when the tests end.
 	return testkit.PostgresMain(m)
-}
-
-// goTool is the go command of the toolchain running the tests.
-func goTool() string {
-	if p := filepath.Join(runtime.GOROOT(), "bin", "go"); fileExists(p) {
-		return p
-	}
-	return "go"
-}
-
-func fileExists(p string) bool {
-	_, err := os.Stat(p)
-	return err == nil
 }
 
 // baseEnv is the environment of every contractd process: a minimal one,

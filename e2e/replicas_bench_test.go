@@ -7,7 +7,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -66,7 +65,7 @@ func benchCluster(b *testing.B, c *cluster, dsn string) {
 			for _, pid := range postgresPIDs(b, dsn) {
 				pg0[pid] = sumCPU([]int{pid})
 			}
-			cd0, self0 := c.cpu(), selfCPU()
+			cd0, self0 := c.cpu(), testkit.ProcessCPU()
 			var next atomic.Int64
 			var failed atomic.Int64
 			var wg sync.WaitGroup
@@ -101,7 +100,7 @@ func benchCluster(b *testing.B, c *cluster, dsn string) {
 				pg += sumCPU([]int{pid}) - pg0[pid]
 			}
 			b.ReportMetric(per(pg), "pg-cpu-us/req")
-			b.ReportMetric(per(selfCPU()-self0), "driver-cpu-us/req")
+			b.ReportMetric(per(testkit.ProcessCPU()-self0), "driver-cpu-us/req")
 		}
 	}
 }
@@ -135,12 +134,6 @@ func sumCPU(pids []int) time.Duration {
 		total += time.Duration(ut+st) * 10 * time.Millisecond
 	}
 	return total
-}
-
-func selfCPU() time.Duration {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // postgresPIDs lists the server's processes (backends and background

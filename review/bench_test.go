@@ -8,10 +8,10 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/contractd/contractd/internal/testkit"
 	"github.com/contractd/contractd/review"
 	"github.com/contractd/contractd/review/storetest"
 )
@@ -43,7 +43,7 @@ func benchCreate(b *testing.B, open func(*testing.B) (review.Store, func() time.
 			now := time.Now()
 			var mu sync.Mutex
 			var lat []time.Duration
-			cpu0 := cpuTime()
+			cpu0 := testkit.ProcessCPU()
 			var srv0 time.Duration
 			if serverCPU != nil {
 				srv0 = serverCPU()
@@ -72,7 +72,7 @@ func benchCreate(b *testing.B, open func(*testing.B) (review.Store, func() time.
 				b.RunParallel(func(pb *testing.PB) { write(pb.Next) })
 			}
 			b.StopTimer()
-			b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/float64(b.N), "cpu-µs/op")
+			b.ReportMetric(float64((testkit.ProcessCPU()-cpu0).Microseconds())/float64(b.N), "cpu-µs/op")
 			if serverCPU != nil {
 				b.ReportMetric(float64((serverCPU()-srv0).Microseconds())/float64(b.N), "server-cpu-µs/op")
 			}
@@ -83,12 +83,6 @@ func benchCreate(b *testing.B, open func(*testing.B) (review.Store, func() time.
 			}
 		})
 	}
-}
-
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // BenchmarkSQLiteRecentDedupe is one poll of the dedupe sync (every

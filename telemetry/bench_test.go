@@ -7,13 +7,13 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"sort"
-	"syscall"
 	"testing"
 	"time"
 
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/contractd/contractd/config"
+	"github.com/contractd/contractd/internal/testkit"
 	"github.com/contractd/contractd/proxy"
 )
 
@@ -152,12 +152,12 @@ func BenchmarkTelemetryOverhead(b *testing.B) {
 	for round := 0; b.Loop(); round++ {
 		for i := range kinds {
 			k := (i + round) % len(kinds)
-			w0, c0 := time.Now(), processCPU()
+			w0, c0 := time.Now(), testkit.ProcessCPU()
 			for range perRound {
 				kinds[k]()
 			}
 			wall[k] = append(wall[k], float64(time.Since(w0).Nanoseconds())/perRound)
-			cpu[k] = append(cpu[k], float64(processCPU()-c0)/perRound)
+			cpu[k] = append(cpu[k], float64(testkit.ProcessCPU()-c0)/perRound)
 		}
 	}
 	b.StopTimer()
@@ -192,18 +192,10 @@ func median(v []float64) float64 {
 // proxy, fake upstream, client, GC) per operation as cpu-ns/op; it is far
 // less disturbed than wall time by other load on a shared machine.
 func cpuPerOp(b *testing.B) func() {
-	start := processCPU()
+	start := testkit.ProcessCPU()
 	return func() {
 		if b.N > 0 {
-			b.ReportMetric(float64(processCPU()-start)/float64(b.N), "cpu-ns/op")
+			b.ReportMetric(float64(testkit.ProcessCPU()-start)/float64(b.N), "cpu-ns/op")
 		}
 	}
-}
-
-func processCPU() int64 {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return ru.Utime.Nano() + ru.Stime.Nano()
 }

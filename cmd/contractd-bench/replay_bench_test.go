@@ -93,13 +93,13 @@ func BenchmarkReplayJudge(b *testing.B) {
 		b.Fatal(aerr)
 	}
 	b.ReportAllocs()
-	cpu := selfCPU()
+	cpu := testkit.ProcessCPU()
 	for b.Loop() {
 		if v := proxy.Judge(route.Contract, benchOutput, "stop", false, &subj); !v.Valid {
 			b.Fatal(v.Violations)
 		}
 	}
-	b.ReportMetric(float64(b.N)/(selfCPU()-cpu).Seconds(), "outputs/cpu-s")
+	b.ReportMetric(float64(b.N)/(testkit.ProcessCPU()-cpu).Seconds(), "outputs/cpu-s")
 }
 
 // BenchmarkReplayOffline is `contractd replay --audit` in process over
@@ -118,24 +118,19 @@ func BenchmarkReplayOffline(b *testing.B) {
 	b.SetBytes(size)
 	b.ReportAllocs()
 	runtime.GC()
-	cpu := selfCPU()
+	cpu := testkit.ProcessCPU()
 	for b.Loop() {
 		s, err := replay.Audit(context.Background(), replay.Options{Runtime: rt, Workers: 1, Out: io.Discard, Err: io.Discard}, []string{file})
 		if err != nil || s.Total.StillValid != lines {
 			b.Fatalf("%v %+v", err, s)
 		}
 	}
-	b.ReportMetric(float64(b.N*lines)/(selfCPU()-cpu).Seconds(), "outputs/cpu-s")
+	b.ReportMetric(float64(b.N*lines)/(testkit.ProcessCPU()-cpu).Seconds(), "outputs/cpu-s")
 }
 
 // selfCPU is the CPU time (user + system) this process has used: on a
 // shared machine, outputs per CPU-second is the per-core figure that
 // other load does not distort the way wall time is.
-func selfCPU() time.Duration {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
 
 // BenchmarkReplayBinary runs the real binary over 10k and 1M-line audits
 // (generated in a temp dir, deleted after) and reports its peak RSS and
@@ -144,10 +139,7 @@ func selfCPU() time.Duration {
 // per-core figure of the binary as users run it.
 func BenchmarkReplayBinary(b *testing.B) {
 	dir := b.TempDir()
-	bin := filepath.Join(dir, "contractd")
-	if out, err := exec.Command(goTool(), "build", "-o", bin, "github.com/contractd/contractd/cmd/contractd").CombinedOutput(); err != nil {
-		b.Fatalf("build: %v\n%s", err, out)
-	}
+	bin := testkit.BuildContractd(b)
 	cfg := filepath.Join(dir, "contractd.yaml")
 	if err := os.WriteFile(cfg, []byte(replayConfig("http://mock.invalid/v1")), 0o600); err != nil {
 		b.Fatal(err)
@@ -215,12 +207,3 @@ func BenchmarkReplayBinary(b *testing.B) {
 // gcHeapRE reads "A->B->C MB" of a gctrace line: heap at GC start, at GC
 // end, and live.
 var gcHeapRE = regexp.MustCompile(`(\d+)->(\d+)->(\d+) MB`)
-
-func goTool() string {
-	if p := filepath.Join(runtime.GOROOT(), "bin", "go"); fileExists(p) {
-		return p
-	}
-	return "go"
-}
-
-func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }

@@ -26,7 +26,7 @@ func ModuleRoot(t testing.TB) string {
 // moduleRoot asks the go command once: every test binary runs inside the
 // module.
 var moduleRoot = sync.OnceValues(func() (string, error) {
-	out, err := exec.Command("go", "env", "GOMOD").Output()
+	out, err := exec.Command(GoTool(), "env", "GOMOD").Output()
 	if err != nil {
 		return "", fmt.Errorf("go env GOMOD: %w", err)
 	}
@@ -40,7 +40,7 @@ var moduleRoot = sync.OnceValues(func() (string, error) {
 // GoBuild builds ./cmd/contractd of the source tree in dir into out.
 func GoBuild(t testing.TB, dir, out string) {
 	t.Helper()
-	cmd := exec.Command("go", "build", "-trimpath", "-o", out, "./cmd/contractd")
+	cmd := exec.Command(GoTool(), "build", "-trimpath", "-o", out, "./cmd/contractd")
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "GOTOOLCHAIN=local", "GOFLAGS=-mod=mod")
 	if b, err := cmd.CombinedOutput(); err != nil {

@@ -3,8 +3,9 @@
 // upstream, chat completion body builders, an in-memory audit sink, a
 // goroutine-safe log buffer, a runtime-from-YAML loader, the shared
 // classifier prompt of the test configs (testdata/prompts at the module
-// root), a builder and runner of the contractd binary, and small request
-// helpers.
+// root), a builder and runner of the contractd binary (with the go
+// command of the running toolchain), the process's CPU time for
+// benchmarks, and small request helpers.
 //
 // It lives in non-_test files only so that other packages' tests can
 // import it. Only _test.go files may import it; TestOnlyTestsImport keeps
