@@ -173,6 +173,17 @@ func (b *browser) errorLine() string {
 	return s
 }
 
+// end fails the test if the page raised an error, then stops the
+// browser and the site (before the test's leak check runs).
+func (b *browser) end(ps *pageSite) {
+	b.t.Helper()
+	if errs := b.pageErrors(); len(errs) > 0 {
+		b.t.Errorf("page errors: %v", errs)
+	}
+	b.cancel()
+	ps.close()
+}
+
 func (b *browser) pageErrors() []string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -365,11 +376,7 @@ func TestReviewPageApproveRejectThroughUI(t *testing.T) {
 	if off := b.offOrigin(ps.ts.URL); len(off) > 0 {
 		t.Fatalf("requests off the origin: %v", off)
 	}
-	if errs := b.pageErrors(); len(errs) > 0 {
-		t.Fatalf("page errors: %v", errs)
-	}
-	b.cancel()
-	ps.close()
+	b.end(ps)
 }
 
 func TestReviewPageLiveCheckInvalidJSON(t *testing.T) {
@@ -432,11 +439,7 @@ func TestReviewPageLiveCheckInvalidJSON(t *testing.T) {
 	if !evalJS[bool](b, `document.getElementById("approve").disabled`) {
 		t.Fatal("approve enabled for prose")
 	}
-	if errs := b.pageErrors(); len(errs) > 0 {
-		t.Fatalf("page errors: %v", errs)
-	}
-	b.cancel()
-	ps.close()
+	b.end(ps)
 }
 
 func TestReviewPageWrongAdminKey(t *testing.T) {
@@ -561,11 +564,7 @@ func TestReviewPageShowsMarkupAsText(t *testing.T) {
 	if n := ps.pwned.Load(); n != 1 {
 		t.Errorf("probe: %d requests to /pwned", n)
 	}
-	if errs := b.pageErrors(); len(errs) > 0 {
-		t.Errorf("page errors: %v", errs)
-	}
-	b.cancel()
-	ps.close()
+	b.end(ps)
 }
 
 // TestReviewPageScreenshot renders the page with a pending item and a
@@ -651,11 +650,7 @@ func TestReviewPageRerun(t *testing.T) {
 	if n := evalJS[string](b, `document.getElementById("notice").textContent`); !strings.Contains(n, "approved by rerun") {
 		t.Fatalf("notice %q", n)
 	}
-	if errs := b.pageErrors(); len(errs) > 0 {
-		t.Fatalf("page errors: %v", errs)
-	}
-	b.cancel()
-	ps.close()
+	b.end(ps)
 }
 
 func TestReviewPageFiltersAndPaging(t *testing.T) {
@@ -723,9 +718,5 @@ func TestReviewPageFiltersAndPaging(t *testing.T) {
 	if !evalJS[bool](b, `document.activeElement === document.getElementById("f-route")`) {
 		t.Fatal("/ does not focus the filters")
 	}
-	if errs := b.pageErrors(); len(errs) > 0 {
-		t.Fatalf("page errors: %v", errs)
-	}
-	b.cancel()
-	ps.close()
+	b.end(ps)
 }
