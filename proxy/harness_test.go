@@ -377,6 +377,28 @@ func (h *harness) do(ctx context.Context, path string, body io.Reader, n int64, 
 	return res
 }
 
+// send makes one request with key as the bearer token (none when "")
+// and reads its result.
+func send(t *testing.T, c *http.Client, method, url, body, key string) *result {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	res := &result{Status: resp.StatusCode, Header: resp.Header, Body: b}
+	_ = json.Unmarshal(b, &res.JSON)
+	return res
+}
+
 // -------------------------------------------------------------- assertions
 
 // wantError checks the OpenAI envelope: status, type, code and param

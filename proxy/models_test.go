@@ -2,8 +2,6 @@ package proxy
 
 import (
 	"encoding/json"
-	"io"
-	"net/http"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -14,19 +12,7 @@ import (
 
 func (h *harness) get(path, key string) *result {
 	h.t.Helper()
-	req, _ := http.NewRequest("GET", h.front.URL+path, nil)
-	if key != "" {
-		req.Header.Set("Authorization", "Bearer "+key)
-	}
-	resp, err := h.client.Do(req)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	r := &result{Status: resp.StatusCode, Header: resp.Header, Body: b}
-	_ = json.Unmarshal(b, &r.JSON)
-	return r
+	return send(h.t, h.client, "GET", h.front.URL+path, "", key)
 }
 
 var createdRE = regexp.MustCompile(`"created":\d+`)

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -87,19 +86,7 @@ func (rh *reviewHarness) shutdown() {
 
 func (rh *reviewHarness) call(method, path, body, key string) *result {
 	rh.t.Helper()
-	req, _ := http.NewRequest(method, rh.front.URL+path, strings.NewReader(body))
-	if key != "" {
-		req.Header.Set("Authorization", "Bearer "+key)
-	}
-	resp, err := rh.client.Do(req)
-	if err != nil {
-		rh.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	res := &result{Status: resp.StatusCode, Header: resp.Header, Body: b}
-	_ = json.Unmarshal(b, &res.JSON)
-	return res
+	return send(rh.t, rh.client, method, rh.front.URL+path, body, key)
 }
 
 // needsReview sends a request that ends in 422 and returns its review id.
