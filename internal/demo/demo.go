@@ -22,6 +22,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/contractd/contractd/audit"
 	"github.com/contractd/contractd/config"
 )
 
@@ -39,10 +40,10 @@ type Options struct {
 
 // Scenario is one kind of request the demo sends.
 type Scenario struct {
-	Name     string // valid, repaired, needs_review, auto
-	SimMode  string // the sim_mode field sent ("" for auto)
-	Expected string // expected outcome ("" when not forced)
-	Attempts int    // expected attempts (0 when not forced)
+	Name     string        // valid, repaired, needs_review, auto
+	SimMode  string        // the sim_mode field sent ("" for auto)
+	Expected audit.Outcome // expected outcome ("" when not forced)
+	Attempts int           // expected attempts (0 when not forced)
 }
 
 // faults picks, per route, the failure the retry repairs and the one it
@@ -70,17 +71,17 @@ type Row struct {
 	Scenario  Scenario
 	RequestID string
 	Status    int
-	Outcome   string   // derived from the HTTP status
-	Attempts  int      // X-Contract-Attempts
-	Rules     []string // per attempt, comma-joined rules (from the 422 review; nil for 200)
-	Bad       []string // expectation failures
+	Outcome   audit.Outcome // derived from the HTTP status
+	Attempts  int           // X-Contract-Attempts
+	Rules     []string      // per attempt, comma-joined rules (from the 422 review; nil for 200)
+	Bad       []string      // expectation failures
 }
 
 // Event is the part of an audit event the demo reads.
 type Event struct {
 	RequestID string         `json:"request_id"`
 	Route     string         `json:"route"`
-	Outcome   string         `json:"outcome"`
+	Outcome   audit.Outcome  `json:"outcome"`
 	Status    int            `json:"status"`
 	Duration  float64        `json:"duration_ms"`
 	Attempts  []EventAttempt `json:"attempts"`
@@ -263,11 +264,11 @@ func scenarios(r *config.Route, auto int) []Scenario {
 		f = faults[""]
 	}
 	plan := len(r.Plan)
-	scen := []Scenario{{Name: "valid", SimMode: "valid", Expected: "valid", Attempts: 1}}
+	scen := []Scenario{{Name: "valid", SimMode: "valid", Expected: audit.OutcomeValid, Attempts: 1}}
 	if plan >= 2 && r.Plan[plan-1].Temperature == 0 && r.Plan[0].Temperature > 0 {
-		scen = append(scen, Scenario{Name: "repaired", SimMode: "hot:" + f[0], Expected: "valid", Attempts: plan})
+		scen = append(scen, Scenario{Name: "repaired", SimMode: "hot:" + f[0], Expected: audit.OutcomeValid, Attempts: plan})
 	}
-	scen = append(scen, Scenario{Name: "needs_review", SimMode: f[1], Expected: "needs_review", Attempts: plan})
+	scen = append(scen, Scenario{Name: "needs_review", SimMode: f[1], Expected: audit.OutcomeNeedsReview, Attempts: plan})
 	for i := 0; i < auto; i++ {
 		scen = append(scen, Scenario{Name: "auto"})
 	}
@@ -361,16 +362,16 @@ func body(r *config.Route, sc Scenario, n int) ([]byte, error) {
 	return json.Marshal(m)
 }
 
-func outcomeFor(status int) string {
+func outcomeFor(status int) audit.Outcome {
 	switch {
 	case status == http.StatusOK:
-		return "valid"
+		return audit.OutcomeValid
 	case status == http.StatusUnprocessableEntity:
-		return "needs_review"
+		return audit.OutcomeNeedsReview
 	case status >= 500:
-		return "upstream_error"
+		return audit.OutcomeUpstreamError
 	default:
-		return "rejected"
+		return audit.OutcomeRejected
 	}
 }
 
@@ -616,7 +617,7 @@ func printSummary(w io.Writer, rows []*Row, events map[string]*Event, covered ma
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintf(w, "Audit summary (%d events for these requests, %d in the audit stream):\n", len(evs), len(events))
-	byOutcome := map[string]int{}
+	byOutcome := map[audit.Outcome]int{}
 	byAttempts := map[int]int{}
 	byRule := map[string]int{}
 	repaired := 0
@@ -625,7 +626,7 @@ func printSummary(w io.Writer, rows []*Row, events map[string]*Event, covered ma
 	for _, ev := range evs {
 		byOutcome[ev.Outcome]++
 		byAttempts[len(ev.Attempts)]++
-		if ev.Outcome == "valid" && len(ev.Attempts) > 1 {
+		if ev.Outcome == audit.OutcomeValid && len(ev.Attempts) > 1 {
 			repaired++
 		}
 		for _, a := range ev.Attempts {
@@ -638,7 +639,7 @@ func printSummary(w io.Writer, rows []*Row, events map[string]*Event, covered ma
 		durations = append(durations, ev.Duration)
 	}
 	fmt.Fprintf(w, "  outcomes:   %s\n", joinCounts(byOutcome))
-	fmt.Fprintf(w, "              (valid at once %d, repaired by the retry %d)\n", byOutcome["valid"]-repaired, repaired)
+	fmt.Fprintf(w, "              (valid at once %d, repaired by the retry %d)\n", byOutcome[audit.OutcomeValid]-repaired, repaired)
 	att := map[string]int{}
 	for n, c := range byAttempts {
 		att[fmt.Sprintf("%d attempt(s)", n)] = c
@@ -659,12 +660,12 @@ func printSummary(w io.Writer, rows []*Row, events map[string]*Event, covered ma
 }
 
 // joinCounts prints "a 3, b 2" by count, then name.
-func joinCounts(m map[string]int) string {
+func joinCounts[K ~string](m map[K]int) string {
 	if len(m) == 0 {
 		return "none"
 	}
 	type kv struct {
-		k string
+		k K
 		v int
 	}
 	var kvs []kv

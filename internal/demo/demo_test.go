@@ -77,7 +77,7 @@ func TestCrossCheckFindsDifferences(t *testing.T) {
 	rows := []*Row{{Route: "r", RequestID: "a", Status: 200, Outcome: "valid", Attempts: 1},
 		{Route: "r", RequestID: "b", Status: 422, Outcome: "needs_review", Attempts: 2, Rules: []string{"label", "enum"}},
 		{Route: "r", RequestID: "c", Status: 200, Outcome: "valid", Attempts: 1}}
-	ev := func(id, outcome string, status int, rules ...string) *Event {
+	ev := func(id string, outcome audit.Outcome, status int, rules ...string) *Event {
 		e := &Event{RequestID: id, Route: "r", Outcome: outcome, Status: status}
 		for _, r := range rules {
 			var a EventAttempt
