@@ -63,7 +63,7 @@ bench-review:
 bench-ratelimit:
 	@scripts/redis.sh install
 	$(GO) test -c -o bin/proxy.test ./proxy/
-	cd proxy && for i in 1 2 3 4 5; do ../bin/proxy.test -test.run '^$$' -test.bench 'RateLimit(Path|Allow)' -test.benchtime 3000x; done
+	cd proxy && for i in 1 2 3 4 5; do ../bin/proxy.test -test.run '^$$' -test.bench 'RateLimit(Path|Allow|Paced)|RedisRoundTrip' -test.benchtime 3000x; done
 	cd proxy && for i in 1 2 3 4 5; do ../bin/proxy.test -test.run '^$$' -test.bench 'RateLimitPath/(memory|redis)/c=16' -test.benchtime 3000x -test.cpu 1; done
 
 # One contractd replica against three on one PostgreSQL (the built binary,

@@ -1,20 +1,24 @@
 package proxy
 
 import (
+	"bufio"
 	"context"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/contractd/contractd/audit"
 	"github.com/contractd/contractd/config"
 	"github.com/contractd/contractd/internal/testkit"
+	"github.com/redis/go-redis/v9"
 )
 
 // BenchmarkRateLimitPath measures what the Redis store adds to a request
@@ -33,35 +37,216 @@ func BenchmarkRateLimitPath(b *testing.B) {
 	}
 }
 
-// BenchmarkRateLimitAllow is the limiter step alone, sequential.
+// BenchmarkRateLimitAllow is the limiter step alone: one caller in a loop
+// (c=1), or 16 callers each with its own client key (c=16, the calls of
+// concurrent requests).
 func BenchmarkRateLimitAllow(b *testing.B) {
-	for _, store := range []string{"memory", "redis"} {
-		b.Run(store, func(b *testing.B) {
-			url := testkit.RedisURL(b)
-			l := &rateLimiter{}
-			l.configure(&config.RateLimit{RequestsPerSecond: 1e9, Burst: 1 << 30, Store: store, RedisURLEnv: "X"}, func(string) string { return url })
-			defer l.close()
+	for _, c := range []int{1, 16} {
+		for _, store := range []string{"memory", "redis"} {
+			b.Run(store+"/c="+strconv.Itoa(c), func(b *testing.B) { benchAllow(b, store, c) })
+		}
+	}
+}
+
+func benchAllow(b *testing.B, store string, clients int) {
+	url := testkit.RedisURL(b)
+	l := &rateLimiter{}
+	l.configure(&config.RateLimit{RequestsPerSecond: 1e9, Burst: 1 << 30, Store: store, RedisURLEnv: "X"}, func(string) string { return url })
+	defer l.close()
+	for g := 0; g < clients; g++ { // dial and load the script before the clock
+		if e := l.allow(context.Background(), "bench"+strconv.Itoa(g)); e != nil {
+			b.Fatal(e)
+		}
+	}
+	work := make(chan struct{}, b.N)
+	for i := 0; i < b.N; i++ {
+		work <- struct{}{}
+	}
+	close(work)
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	lat := make([]time.Duration, 0, b.N)
+	cpu := startCPU(b, url)
+	b.ResetTimer()
+	for g := 0; g < clients; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			key := "bench" + strconv.Itoa(g)
+			mine := make([]time.Duration, 0, b.N/clients+1)
+			for range work {
+				t0 := time.Now()
+				if e := l.allow(context.Background(), key); e != nil {
+					b.Error(e)
+					return
+				}
+				mine = append(mine, time.Since(t0))
+			}
+			mu.Lock()
+			lat = append(lat, mine...)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	b.StopTimer()
+	cpu.report(b)
+	reportLatency(b, lat)
+}
+
+// BenchmarkRedisRoundTrip is the floor under the Redis store's step, one
+// call at a time on loopback: a bare socket writing PING and reading PONG,
+// go-redis's PING with the store's options, and the store's take (one
+// EVALSHA of the GCRA script).
+func BenchmarkRedisRoundTrip(b *testing.B) {
+	url := testkit.RedisURL(b)
+	b.Run("socket-ping", func(b *testing.B) {
+		opt, err := redis.ParseURL(url)
+		if err != nil {
+			b.Fatal(err)
+		}
+		conn, err := net.Dial("tcp", opt.Addr)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer conn.Close()
+		rd := bufio.NewReader(conn)
+		ping := []byte("*1\r\n$4\r\nPING\r\n")
+		lat := make([]time.Duration, 0, b.N)
+		cpu := startCPU(b, url)
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			t0 := time.Now()
+			if _, err := conn.Write(ping); err != nil {
+				b.Fatal(err)
+			}
+			if line, err := rd.ReadString('\n'); err != nil || line != "+PONG\r\n" {
+				b.Fatal(line, err)
+			}
+			lat = append(lat, time.Since(t0))
+		}
+		b.StopTimer()
+		cpu.report(b)
+		reportLatency(b, lat)
+	})
+	store := newRedisStore(url, config.DefaultRateLimitTimeout)
+	defer store.close()
+	rl := &config.RateLimit{RequestsPerSecond: 1e9, Burst: 1 << 30}
+	for _, v := range []struct {
+		name string
+		call func() error
+	}{
+		{"goredis-ping", func() error { return store.c.Ping(context.Background()).Err() }},
+		{"store-take", func() error { _, err := store.take(context.Background(), "bench", rl); return err }},
+	} {
+		b.Run(v.name, func(b *testing.B) {
+			if err := v.call(); err != nil {
+				b.Fatal(err)
+			}
 			lat := make([]time.Duration, 0, b.N)
+			cpu := startCPU(b, url)
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				t0 := time.Now()
-				if e := l.allow(context.Background(), "bench"); e != nil {
-					b.Fatal(e)
+				if err := v.call(); err != nil {
+					b.Fatal(err)
 				}
 				lat = append(lat, time.Since(t0))
 			}
 			b.StopTimer()
+			cpu.report(b)
 			reportLatency(b, lat)
 		})
 	}
 }
 
+// BenchmarkRateLimitPaced is BenchmarkRateLimitPath/c=16 open loop: 16
+// senders together offer limitPacedRate requests per second on a fixed
+// schedule, below what the machine can serve, and each latency runs from
+// the request's scheduled time (a late send counts). Closed loop at c=16
+// saturates the 2 cores, and its p50 then measures the queue for CPU more
+// than the step; paced, it is the cost one request sees under load.
+func BenchmarkRateLimitPaced(b *testing.B) {
+	for _, store := range []string{"memory", "redis"} {
+		b.Run(store+"/c=16", func(b *testing.B) {
+			post, url := rateLimitFront(b, store)
+			const senders = 16
+			every := time.Duration(float64(time.Second) * senders / limitPacedRate)
+			var mu sync.Mutex
+			var wg sync.WaitGroup
+			lat := make([]time.Duration, 0, b.N)
+			cpu := startCPU(b, url)
+			b.ResetTimer()
+			begin := time.Now()
+			for g := 0; g < senders; g++ {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					mine := make([]time.Duration, 0, b.N/senders+1)
+					// Sender g sends requests g, g+16, ...; request i is due at
+					// begin + i/limitPacedRate.
+					for i := g; i < b.N; i += senders {
+						due := begin.Add(time.Duration(i/senders)*every + time.Duration(g)*every/senders)
+						time.Sleep(time.Until(due))
+						post()
+						mine = append(mine, time.Since(due))
+					}
+					mu.Lock()
+					lat = append(lat, mine...)
+					mu.Unlock()
+				}()
+			}
+			wg.Wait()
+			b.StopTimer()
+			cpu.report(b)
+			reportLatency(b, lat)
+		})
+	}
+}
+
+// limitPacedRate is BenchmarkRateLimitPaced's offered load (requests/s): about
+// half what closed loop serves on the 2 cores with the Redis store.
+const limitPacedRate = 1000
+
 func benchRateLimit(b *testing.B, store string, clients int) {
+	post, url := rateLimitFront(b, store)
+	var mu sync.Mutex
+	lat := make([]time.Duration, 0, b.N)
+	work := make(chan struct{}, b.N)
+	for i := 0; i < b.N; i++ {
+		work <- struct{}{}
+	}
+	close(work)
+	var wg sync.WaitGroup
+	cpu := startCPU(b, url)
+	b.ResetTimer()
+	for g := 0; g < clients; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var mine []time.Duration
+			for range work {
+				mine = append(mine, post())
+			}
+			mu.Lock()
+			lat = append(lat, mine...)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	b.StopTimer()
+	cpu.report(b)
+	reportLatency(b, lat)
+}
+
+// rateLimitFront is a contract route in front of a fake upstream with the
+// limit on store ("off", "memory", "redis"), warmed; post sends one
+// request and returns its latency.
+func rateLimitFront(b *testing.B, store string) (post func() time.Duration, redisURL string) {
 	up := testkit.NewUpstream(b, func(w http.ResponseWriter, r *http.Request, c *upCall) {
 		reply(w, 200, completion(validClassify, "stop", 10, 5))
 	})
 	up.SetQuiet(true)
-	defer up.Close()
+	b.Cleanup(up.Close)
 	rt := loadRuntime(b, up.URL(), cfg{})
 	if store != "off" {
 		rl := &config.RateLimit{RequestsPerSecond: 1e9, Burst: 1 << 30, Store: store}
@@ -79,12 +264,12 @@ func benchRateLimit(b *testing.B, store string, clients int) {
 		return ""
 	}
 	srv.Swap(rt)
-	defer srv.Close()
+	b.Cleanup(srv.Close)
 	front := httptest.NewServer(srv.Handler(nil))
-	defer front.Close()
+	b.Cleanup(front.Close)
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
-	defer client.CloseIdleConnections()
-	post := func() time.Duration {
+	b.Cleanup(client.CloseIdleConnections)
+	post = func() time.Duration {
 		t0 := time.Now()
 		resp, err := client.Post(front.URL+"/v1/chat/completions", "application/json", strings.NewReader(classifyReq))
 		if err != nil {
@@ -101,31 +286,60 @@ func benchRateLimit(b *testing.B, store string, clients int) {
 	for i := 0; i < 50; i++ { // warm connections (HTTP and Redis) and the script cache
 		post()
 	}
-	var mu sync.Mutex
-	lat := make([]time.Duration, 0, b.N)
-	work := make(chan struct{}, b.N)
-	for i := 0; i < b.N; i++ {
-		work <- struct{}{}
+	return post, url
+}
+
+// cpuMeter is the CPU spent over a timed loop by this process (getrusage:
+// clients, contractd and fake upstream together) and by redis-server (its
+// INFO cpu), reported per operation: what the store costs beyond latency.
+type cpuMeter struct {
+	rc          *redis.Client
+	self, redis time.Duration
+}
+
+func startCPU(b *testing.B, url string) *cpuMeter {
+	opt, err := redis.ParseURL(url)
+	if err != nil {
+		b.Fatal(err)
 	}
-	close(work)
-	var wg sync.WaitGroup
-	b.ResetTimer()
-	for g := 0; g < clients; g++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			var mine []time.Duration
-			for range work {
-				mine = append(mine, post())
+	m := &cpuMeter{rc: redis.NewClient(opt)}
+	b.Cleanup(func() { _ = m.rc.Close() })
+	m.self, m.redis = selfCPU(b), m.redisCPU(b)
+	return m
+}
+
+func (m *cpuMeter) report(b *testing.B) {
+	self, red := selfCPU(b)-m.self, m.redisCPU(b)-m.redis
+	b.ReportMetric(float64(self.Nanoseconds())/1e3/float64(b.N), "cpu-µs/op")
+	b.ReportMetric(float64(red.Nanoseconds())/1e3/float64(b.N), "redis-cpu-µs/op")
+}
+
+func selfCPU(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// redisCPU is redis-server's used_cpu_user + used_cpu_sys.
+func (m *cpuMeter) redisCPU(b *testing.B) time.Duration {
+	info, err := m.rc.Info(context.Background(), "cpu").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var sum time.Duration
+	for _, line := range strings.Split(info, "\n") {
+		k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if ok && (k == "used_cpu_user" || k == "used_cpu_sys") {
+			sec, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				b.Fatal(line, err)
 			}
-			mu.Lock()
-			lat = append(lat, mine...)
-			mu.Unlock()
-		}()
+			sum += time.Duration(sec * float64(time.Second))
+		}
 	}
-	wg.Wait()
-	b.StopTimer()
-	reportLatency(b, lat)
+	return sum
 }
 
 func reportLatency(b *testing.B, lat []time.Duration) {
