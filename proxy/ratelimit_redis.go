@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/contractd/contractd/config"
@@ -42,10 +43,47 @@ return {1, 0}
 `)
 
 // redisStore keeps the buckets in Redis, shared by every replica.
+//
+// A call with nothing else on the wire goes straight out (one EVALSHA).
+// Calls that arrive while one is on the wire queue, and one goroutine
+// sends the queue as a pipeline: one write and one read for all of them,
+// on both sides, where each would otherwise pay its own syscalls and
+// wake-ups, which on a busy machine cost more than the script.
 type redisStore struct {
 	c   *redis.Client
 	err error // the URL did not parse: every take fails (open)
 	to  time.Duration
+
+	mu       sync.Mutex
+	onWire   int         // round trips in flight: direct calls and the batch
+	queue    []*takeCall // waiting for the next batch
+	flushing bool        // the flush goroutine runs
+	closed   bool
+	flushers sync.WaitGroup
+
+	args atomic.Pointer[gcraArgs] // the encoded arguments of the last config
+}
+
+// redisMaxOnWire bounds the round trips in flight at once: while it is
+// reached, calls queue for the next batch.
+const redisMaxOnWire = 1
+
+// takeCall is one queued take; done receives once when res/err are set.
+type takeCall struct {
+	key  string
+	args *gcraArgs
+	wait time.Duration
+	err  error
+	done chan struct{}
+}
+
+var takeCalls = sync.Pool{New: func() any { return &takeCall{done: make(chan struct{}, 1)} }}
+
+// gcraArgs is the script's ARGV for one limit, encoded once per config.
+type gcraArgs struct {
+	rl       *config.RateLimit
+	interval string // µs between requests
+	burst    int
 }
 
 var quietRedis sync.Once
@@ -68,6 +106,9 @@ func newRedisStore(url string, timeout time.Duration) *redisStore {
 	opt.MaxRetries = -1
 	opt.DialerRetries = 1
 	opt.DisableIdentity = true
+	// Batches run on the main pool's warm connections, not on a second
+	// pool that would dial on the first batch with 128 KiB buffers.
+	opt.PipelinePoolSize = -1
 	c := redis.NewClient(opt)
 	// Dial once and load the script now, waiting at most warmUp: the first
 	// request would otherwise pay the dial and the script upload inside its
@@ -89,10 +130,133 @@ func (r *redisStore) take(ctx context.Context, client string, rl *config.RateLim
 	if client == "" {
 		client = "shared"
 	}
+	args := r.argsFor(rl)
+	key := redisKeyPrefix + client
+	r.mu.Lock()
+	if r.onWire < redisMaxOnWire || r.closed {
+		r.onWire++
+		r.mu.Unlock()
+		wait, err := r.direct(ctx, key, args)
+		r.mu.Lock()
+		r.onWire--
+		r.startFlush()
+		r.mu.Unlock()
+		return wait, err
+	}
+	call := takeCalls.Get().(*takeCall)
+	call.key, call.args = key, args
+	r.queue = append(r.queue, call)
+	r.startFlush()
+	r.mu.Unlock()
 	ctx, cancel := context.WithTimeout(ctx, r.to)
 	defer cancel()
-	interval := strconv.FormatFloat(1e6/rl.RequestsPerSecond, 'f', 3, 64)
-	res, err := gcraScript.Run(ctx, r.c, []string{redisKeyPrefix + client}, interval, max(rl.Burst, 1)).Int64Slice()
+	select {
+	case <-call.done:
+		wait, err := call.wait, call.err
+		*call = takeCall{done: call.done}
+		takeCalls.Put(call)
+		return wait, err
+	case <-ctx.Done():
+		// The flusher still owns call: it is not reused.
+		return 0, ctx.Err()
+	}
+}
+
+func (r *redisStore) argsFor(rl *config.RateLimit) *gcraArgs {
+	if a := r.args.Load(); a != nil && a.rl == rl {
+		return a
+	}
+	a := &gcraArgs{rl: rl, interval: strconv.FormatFloat(1e6/rl.RequestsPerSecond, 'f', 3, 64), burst: max(rl.Burst, 1)}
+	r.args.Store(a)
+	return a
+}
+
+// direct is one take in its own round trip.
+func (r *redisStore) direct(ctx context.Context, key string, a *gcraArgs) (time.Duration, error) {
+	ctx, cancel := context.WithTimeout(ctx, r.to)
+	defer cancel()
+	return gcraResult(gcraScript.Run(ctx, r.c, []string{key}, a.interval, a.burst))
+}
+
+// startFlush starts the flush goroutine when calls wait, a round trip is
+// free and none runs; r.mu is held. Once closed, no goroutine starts: the
+// calls still queued fail (and pass).
+func (r *redisStore) startFlush() {
+	if len(r.queue) == 0 || r.flushing || r.onWire >= redisMaxOnWire {
+		return
+	}
+	if r.closed {
+		for _, call := range r.queue {
+			call.err = redis.ErrClosed
+			call.done <- struct{}{}
+		}
+		r.queue = nil
+		return
+	}
+	r.flushing = true
+	r.onWire++
+	r.flushers.Add(1)
+	go r.flush()
+}
+
+// flush sends the queue as one pipeline, again while calls queued during
+// the round trip, and ends when the queue is empty.
+func (r *redisStore) flush() {
+	defer r.flushers.Done()
+	for {
+		r.mu.Lock()
+		batch := r.queue
+		r.queue = nil
+		if len(batch) == 0 {
+			r.flushing = false
+			r.onWire--
+			r.mu.Unlock()
+			return
+		}
+		r.mu.Unlock()
+		r.send(batch)
+		for _, call := range batch {
+			call.done <- struct{}{}
+		}
+	}
+}
+
+// send runs batch's takes in one pipeline. A Redis that lost its script
+// cache (a restart) answers NOSCRIPT: those run again with EVAL, which
+// loads the script.
+func (r *redisStore) send(batch []*takeCall) {
+	ctx, cancel := context.WithTimeout(context.Background(), r.to)
+	defer cancel()
+	pipe := r.c.Pipeline()
+	cmds := make([]*redis.Cmd, len(batch))
+	for i, call := range batch {
+		cmds[i] = gcraScript.EvalSha(ctx, pipe, []string{call.key}, call.args.interval, call.args.burst)
+	}
+	_, _ = pipe.Exec(ctx) // each command carries its own error
+	var again []int
+	for i, cmd := range cmds {
+		if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
+			again = append(again, i)
+			continue
+		}
+		batch[i].wait, batch[i].err = gcraResult(cmd)
+	}
+	if len(again) == 0 {
+		return
+	}
+	pipe = r.c.Pipeline()
+	for _, i := range again {
+		cmds[i] = gcraScript.Eval(ctx, pipe, []string{batch[i].key}, batch[i].args.interval, batch[i].args.burst)
+	}
+	_, _ = pipe.Exec(ctx)
+	for _, i := range again {
+		batch[i].wait, batch[i].err = gcraResult(cmds[i])
+	}
+}
+
+// gcraResult reads the script's answer: {1, 0} allowed, {0, µs} refused.
+func gcraResult(cmd *redis.Cmd) (time.Duration, error) {
+	res, err := cmd.Int64Slice()
 	if err != nil {
 		return 0, err
 	}
@@ -105,10 +269,17 @@ func (r *redisStore) take(ctx context.Context, client string, rl *config.RateLim
 	return time.Duration(res[1]) * time.Microsecond, nil
 }
 
+// close releases the connections; a batch on the wire fails (its callers
+// pass, counted) and its goroutine ends before close returns.
 func (r *redisStore) close() {
-	if r.c != nil {
-		_ = r.c.Close()
+	if r.c == nil {
+		return
 	}
+	r.mu.Lock()
+	r.closed = true
+	r.mu.Unlock()
+	_ = r.c.Close()
+	r.flushers.Wait()
 }
 
 type discardLogger struct{}
