@@ -11,7 +11,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -305,22 +304,14 @@ func startCPU(b *testing.B, url string) *cpuMeter {
 	}
 	m := &cpuMeter{rc: redis.NewClient(opt)}
 	b.Cleanup(func() { _ = m.rc.Close() })
-	m.self, m.redis = selfCPU(b), m.redisCPU(b)
+	m.self, m.redis = testkit.ProcessCPU(), m.redisCPU(b)
 	return m
 }
 
 func (m *cpuMeter) report(b *testing.B) {
-	self, red := selfCPU(b)-m.self, m.redisCPU(b)-m.redis
+	self, red := testkit.ProcessCPU()-m.self, m.redisCPU(b)-m.redis
 	b.ReportMetric(float64(self.Nanoseconds())/1e3/float64(b.N), "cpu-µs/op")
 	b.ReportMetric(float64(red.Nanoseconds())/1e3/float64(b.N), "redis-cpu-µs/op")
-}
-
-func selfCPU(b *testing.B) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // redisCPU is redis-server's used_cpu_user + used_cpu_sys.
