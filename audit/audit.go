@@ -20,6 +20,15 @@ import (
 	"github.com/contractd/contractd/contracts"
 )
 
+// EventKind is an audit line's "event".
+type EventKind string
+
+// The kinds of audit lines.
+const (
+	EventRequest        EventKind = "request"         // an Event
+	EventReviewResolved EventKind = "review_resolved" // a ResolvedEvent
+)
+
 // Outcome is how a request ended (the event's "outcome").
 type Outcome string
 
@@ -83,7 +92,7 @@ type Attempt struct {
 
 // Event is one request's audit record.
 type Event struct {
-	Event       string    `json:"event"` // "request"
+	Event       EventKind `json:"event"` // EventRequest
 	Time        time.Time `json:"time"`
 	RequestID   string    `json:"request_id"`
 	Route       string    `json:"route"`
@@ -174,7 +183,7 @@ func (s *writerSink) Close() error {
 
 // ResolvedEvent is the audit line of a review resolution.
 type ResolvedEvent struct {
-	Event        string    `json:"event"` // "review_resolved"
+	Event        EventKind `json:"event"` // EventReviewResolved
 	Time         time.Time `json:"time"`
 	ReviewID     string    `json:"review_id"`
 	Route        string    `json:"route"`

@@ -18,7 +18,7 @@ import (
 // holds it to encoding/json's output.
 func appendEvent(b []byte, ev *Event) ([]byte, error) {
 	b = append(b, `{"event":`...)
-	b = jsonstr.Append(b, ev.Event)
+	b = jsonstr.Append(b, string(ev.Event))
 	b = append(b, `,"time":`...)
 	var err error
 	if b, err = appendTime(b, ev.Time); err != nil {

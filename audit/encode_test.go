@@ -45,7 +45,7 @@ func TestAppendEvent(t *testing.T) {
 	}
 	inputs := []string{`{"model":"m"}`, "{ \"a\" : [1, 2,\n3], \"b\":\"<x>\\u2028\" }", `[]`, `"s"`, `12.50`, "\t{}\n"}
 	for i := range 3000 {
-		ev := &Event{Event: str(), Time: time.Unix(rng.Int64N(1<<34), rng.Int64N(1e9)).UTC(), RequestID: str(), Route: str(),
+		ev := &Event{Event: EventKind(str()), Time: time.Unix(rng.Int64N(1<<34), rng.Int64N(1e9)).UTC(), RequestID: str(), Route: str(),
 			Outcome: Outcome(str()), Status: rng.IntN(600) - 1, DurationMS: flt(), InputSHA256: str(), Usage: Usage{rng.IntN(1e6), -rng.IntN(10), rng.IntN(3)}}
 		if i%3 == 0 {
 			ev.Time = time.Unix(rng.Int64N(1<<34), 0).In(time.FixedZone("x", 3600*(rng.IntN(25)-12)))

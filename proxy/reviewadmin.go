@@ -386,7 +386,7 @@ func (s *Server) resolved(it *review.Item) {
 		if o := it.Resolution.Output; len(o) > 0 && string(o) != "null" {
 			sum = sha(o)
 		}
-		if err := rw.WriteResolved(&audit.ResolvedEvent{Event: "review_resolved", Time: *it.ResolvedAt, ReviewID: it.ID,
+		if err := rw.WriteResolved(&audit.ResolvedEvent{Event: audit.EventReviewResolved, Time: *it.ResolvedAt, ReviewID: it.ID,
 			Route: it.Route, Status: string(it.Status), By: it.Resolution.By, Reviewer: it.Resolution.Reviewer, OutputSHA256: sum}); err != nil {
 			s.Logger.Error("audit write failed", "error", err.Error())
 		}

@@ -260,7 +260,7 @@ type exchange struct {
 }
 
 func (x *exchange) finish(ctx context.Context, status int, outcome audit.Outcome, code ErrorCode) {
-	x.ev.Event, x.ev.Status, x.ev.Outcome, x.ev.ErrorCode = "request", status, outcome, string(code)
+	x.ev.Event, x.ev.Status, x.ev.Outcome, x.ev.ErrorCode = audit.EventRequest, status, outcome, string(code)
 	x.ev.DurationMS = float64(time.Since(x.start).Microseconds()) / 1000
 	if x.ev.Attempts == nil {
 		x.ev.Attempts = []audit.Attempt{}

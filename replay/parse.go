@@ -54,13 +54,13 @@ var ErrNotRecord = errors.New("no stored outputs")
 // line is the union of an audit request event and an export line; fields
 // absent from one shape stay zero.
 type line struct {
-	Event     string         `json:"event"`
-	Time      *time.Time     `json:"time"`
-	RequestID *string        `json:"request_id"`
-	Route     string         `json:"route"`
-	Outcome   audit.Outcome  `json:"outcome"`
-	Attempts  []lineAttempt  `json:"attempts"`
-	Input     jsontext.Value `json:"input"`
+	Event     audit.EventKind `json:"event"`
+	Time      *time.Time      `json:"time"`
+	RequestID *string         `json:"request_id"`
+	Route     string          `json:"route"`
+	Outcome   audit.Outcome   `json:"outcome"`
+	Attempts  []lineAttempt   `json:"attempts"`
+	Input     jsontext.Value  `json:"input"`
 	// Export lines (GET /admin/reviews/export).
 	ID         *string        `json:"id"`
 	Output     jsontext.Value `json:"output"`
@@ -97,7 +97,7 @@ func ParseLine(b []byte) (*Record, error) {
 	}
 	switch {
 	case l.RequestID != nil:
-		if l.Event != "" && l.Event != "request" {
+		if l.Event != "" && l.Event != audit.EventRequest {
 			return nil, ErrNotRecord
 		}
 		return auditRecord(&l)
