@@ -231,16 +231,16 @@ func (c *compiler) rateLimit(rl RateLimit) *RateLimit {
 	}
 	switch rl.Store {
 	case "":
-		rl.Store = "memory"
+		rl.Store = RateLimitMemory
 		fallthrough
-	case "memory":
+	case RateLimitMemory:
 		if rl.RedisURLEnv != "" {
 			c.ps.add("server.rate_limit.redis_url_env", "redis_url_env is only used with store: redis")
 		}
 		if rl.Timeout != 0 {
 			c.ps.add("server.rate_limit.timeout", "timeout is only used with store: redis")
 		}
-	case "redis":
+	case RateLimitRedis:
 		if rl.RedisURLEnv == "" {
 			rl.RedisURLEnv = DefaultRedisURLEnv
 		}

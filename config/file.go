@@ -58,10 +58,10 @@ type Server struct {
 // RateLimit is a per-client-key token bucket, kept in this process
 // (store: memory) or in Redis, shared by every replica (store: redis).
 type RateLimit struct {
-	RequestsPerSecond float64 `yaml:"requests_per_second"`
-	Burst             int     `yaml:"burst"`
-	Store             string  `yaml:"store"`
-	RedisURLEnv       string  `yaml:"redis_url_env"`
+	RequestsPerSecond float64        `yaml:"requests_per_second"`
+	Burst             int            `yaml:"burst"`
+	Store             RateLimitStore `yaml:"store"`
+	RedisURLEnv       string         `yaml:"redis_url_env"`
 	// Timeout bounds one Redis call (store: redis); 0 is the default.
 	Timeout time.Duration `yaml:"timeout"`
 }

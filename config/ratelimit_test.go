@@ -61,8 +61,10 @@ func TestRateLimitDefaults(t *testing.T) {
 	os.WriteFile(filepath.Join(dir, "schemas", "ok.json"), []byte(`{"type":"object","additionalProperties":false,"properties":{"a":{"type":"string"}}}`), 0o644)
 	t.Setenv(DefaultRedisURLEnv, "redis://127.0.0.1:1/0")
 	for _, tt := range []struct {
-		yaml, store, env string
-		timeout          time.Duration
+		yaml    string
+		store   RateLimitStore
+		env     string
+		timeout time.Duration
 	}{
 		{"server: {rate_limit: {requests_per_second: 5}}\n", "memory", "", 0},
 		{"server: {rate_limit: {requests_per_second: 5, store: redis}}\n", "redis", DefaultRedisURLEnv, 100 * time.Millisecond},

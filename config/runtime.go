@@ -59,6 +59,15 @@ type AuditSettings struct {
 	IncludeContent bool
 }
 
+// RateLimitStore is server.rate_limit.store: where the buckets are kept.
+type RateLimitStore string
+
+// The rate limit stores.
+const (
+	RateLimitMemory RateLimitStore = "memory" // the default: this process
+	RateLimitRedis  RateLimitStore = "redis"  // shared by replicas
+)
+
 // ReviewStore is review.store: where needs_review items are kept.
 type ReviewStore string
 

@@ -87,7 +87,7 @@ func TestKustomize(t *testing.T) {
 	for _, tc := range []struct {
 		dir        string
 		replicas   int32
-		rateStore  string
+		rateStore  config.RateLimitStore
 		namespace  string
 		extraEnv   []string // beyond the base's
 		reviewType config.ReviewStore

@@ -80,7 +80,7 @@ func (l *rateLimiter) configure(c *config.RateLimit, env func(string) string) {
 	next := &limitState{cfg: c}
 	switch {
 	case c == nil:
-	case c.Store == "redis":
+	case c.Store == config.RateLimitRedis:
 		next.url = env(c.RedisURLEnv)
 		if old != nil && old.url == next.url && old.store != nil && old.cfg != nil && old.cfg.Timeout == c.Timeout {
 			next.store = old.store

@@ -50,7 +50,7 @@ func BenchmarkRateLimitAllow(b *testing.B) {
 func benchAllow(b *testing.B, store string, clients int) {
 	url := testkit.RedisURL(b)
 	l := &rateLimiter{}
-	l.configure(&config.RateLimit{RequestsPerSecond: 1e9, Burst: 1 << 30, Store: store, RedisURLEnv: "X"}, func(string) string { return url })
+	l.configure(&config.RateLimit{RequestsPerSecond: 1e9, Burst: 1 << 30, Store: config.RateLimitStore(store), RedisURLEnv: "X"}, func(string) string { return url })
 	defer l.close()
 	for g := 0; g < clients; g++ { // dial and load the script before the clock
 		if e := l.allow(context.Background(), "bench"+strconv.Itoa(g)); e != nil {
@@ -249,7 +249,7 @@ func rateLimitFront(b *testing.B, store string) (post func() time.Duration, redi
 	b.Cleanup(up.Close)
 	rt := loadRuntime(b, up.URL(), cfg{})
 	if store != "off" {
-		rl := &config.RateLimit{RequestsPerSecond: 1e9, Burst: 1 << 30, Store: store}
+		rl := &config.RateLimit{RequestsPerSecond: 1e9, Burst: 1 << 30, Store: config.RateLimitStore(store)}
 		if store == "redis" {
 			rl.RedisURLEnv = "BENCH_REDIS_URL"
 		}

@@ -32,7 +32,7 @@ func limiterFor(t *testing.T, store string, rate float64, burst int) *rateLimite
 }
 
 func rateCfg(t *testing.T, store string, rate float64, burst int) *config.RateLimit {
-	c := &config.RateLimit{RequestsPerSecond: rate, Burst: burst, Store: store}
+	c := &config.RateLimit{RequestsPerSecond: rate, Burst: burst, Store: config.RateLimitStore(store)}
 	if store == "redis" {
 		c.RedisURLEnv = "RL_TEST_REDIS_URL"
 		// Generous: a call that times out fails open, which would read
