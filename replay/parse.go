@@ -12,11 +12,15 @@ import (
 	"github.com/contractd/contractd/audit"
 )
 
+// Verdict is a judgement of an output: the old one it was stored with, or
+// the new one the current config gives it.
+type Verdict string
+
 // Old verdicts of a stored output.
 const (
-	OldValid    = "valid"    // an attempt the contract accepted
-	OldInvalid  = "invalid"  // an attempt with violations
-	OldApproved = "approved" // a reviewer's (or rerun's) approved output
+	OldValid    Verdict = "valid"    // an attempt the contract accepted
+	OldInvalid  Verdict = "invalid"  // an attempt with violations
+	OldApproved Verdict = "approved" // a reviewer's (or rerun's) approved output
 )
 
 // Record is one stored request (an audit event, an export line or a review
@@ -36,11 +40,11 @@ type Record struct {
 
 // Stored is one stored output and how it was judged then.
 type Stored struct {
-	Attempt int    // 0 for an approved output
-	Output  string // the model's text, or the approved JSON
-	Finish  string // finish_reason of the attempt
-	Refused bool   // the attempt carried a model_refusal violation
-	Old     string // OldValid, OldInvalid or OldApproved
+	Attempt int     // 0 for an approved output
+	Output  string  // the model's text, or the approved JSON
+	Finish  string  // finish_reason of the attempt
+	Refused bool    // the attempt carried a model_refusal violation
+	Old     Verdict // OldValid, OldInvalid or OldApproved
 }
 
 // outcomeApproved is the outcome of an export line: a needs_review

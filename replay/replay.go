@@ -52,8 +52,8 @@ type Item struct {
 	Attempt    int                   `json:"attempt,omitempty"` // offline: the stored attempt (0: an approved output)
 	File       string                `json:"file,omitempty"`
 	Line       int                   `json:"line,omitempty"`
-	Old        string                `json:"old"` // valid, invalid or approved
-	New        string                `json:"new"` // valid, invalid or unjudged
+	Old        Verdict               `json:"old"` // valid, invalid or approved
+	New        Verdict               `json:"new"` // valid, invalid or unjudged
 	Changed    bool                  `json:"changed"`
 	Violations []contracts.Violation `json:"violations"`
 	Reason     string                `json:"reason,omitempty"`   // why unjudged
@@ -62,9 +62,9 @@ type Item struct {
 
 // New verdicts.
 const (
-	NewValid    = "valid"
-	NewInvalid  = "invalid"
-	NewUnjudged = "unjudged" // the route is gone, or the new config refuses the stored input
+	NewValid    Verdict = "valid"
+	NewInvalid  Verdict = "invalid"
+	NewUnjudged Verdict = "unjudged" // the route is gone, or the new config refuses the stored input
 )
 
 // Counts are one route's (or the total's) tallies. Items = StillValid +

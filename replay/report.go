@@ -55,9 +55,9 @@ func ItemLine(it *Item) string {
 	b.WriteByte(' ')
 	b.WriteString(it.Route)
 	b.WriteByte(' ')
-	b.WriteString(it.Old)
+	b.WriteString(string(it.Old))
 	b.WriteString(" -> ")
-	b.WriteString(it.New)
+	b.WriteString(string(it.New))
 	switch {
 	case it.Reason != "":
 		b.WriteString(": ")
