@@ -380,14 +380,14 @@ func (s *Server) resolve(w http.ResponseWriter, r *http.Request, st review.Store
 func (s *Server) resolved(it *review.Item) {
 	q := s.Reviews
 	q.Notifier.Notify(it.ID)
-	q.Metrics.Resolved(it.Route, string(it.Status), it.Resolution.By)
+	q.Metrics.Resolved(it.Route, string(it.Status), string(it.Resolution.By))
 	if rw, ok := s.Audit.(audit.ResolvedWriter); ok {
 		sum := ""
 		if o := it.Resolution.Output; len(o) > 0 && string(o) != "null" {
 			sum = sha(o)
 		}
 		if err := rw.WriteResolved(&audit.ResolvedEvent{Event: audit.EventReviewResolved, Time: *it.ResolvedAt, ReviewID: it.ID,
-			Route: it.Route, Status: string(it.Status), By: it.Resolution.By, Reviewer: it.Resolution.Reviewer, OutputSHA256: sum}); err != nil {
+			Route: it.Route, Status: string(it.Status), By: string(it.Resolution.By), Reviewer: it.Resolution.Reviewer, OutputSHA256: sum}); err != nil {
 			s.Logger.Error("audit write failed", "error", err.Error())
 		}
 	}

@@ -42,7 +42,7 @@ func (h *Webhook) post(ctx context.Context, d review.Delivery) bool {
 	req.Header.Set("User-Agent", "contractd-webhook")
 	req.Header.Set("X-Contractd-Signature", h.Sign(d.Body))
 	req.Header.Set("X-Contractd-Delivery", d.ID)
-	req.Header.Set("X-Contractd-Event", d.Type)
+	req.Header.Set("X-Contractd-Event", string(d.Type))
 	resp, err := h.Client.Do(req)
 	if err != nil {
 		return false

@@ -78,7 +78,7 @@ func fillStore(t *testing.T, st review.Store, rt *config.Runtime) {
 			t.Fatal(err)
 		}
 	}
-	resolve := func(id string, status review.Status, by string, out string, at time.Time) {
+	resolve := func(id string, status review.Status, by review.ResolvedBy, out string, at time.Time) {
 		t.Helper()
 		o := json.RawMessage("null")
 		if out != "" {

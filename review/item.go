@@ -29,10 +29,13 @@ func (s Status) Valid() bool {
 	return s == StatusPending || s == StatusApproved || s == StatusRejected
 }
 
+// ResolvedBy says who resolved an item.
+type ResolvedBy string
+
 // Who resolved an item.
 const (
-	ByReviewer = "reviewer"
-	ByRerun    = "rerun"
+	ByReviewer ResolvedBy = "reviewer"
+	ByRerun    ResolvedBy = "rerun"
 )
 
 // Ref names a prompt or contract and the hash of its definition.
@@ -52,7 +55,7 @@ type Attempt struct {
 
 // Resolution says who resolved an item and, when approved, the output.
 type Resolution struct {
-	By       string          `json:"by"`
+	By       ResolvedBy      `json:"by"`
 	Reviewer string          `json:"reviewer"`
 	Note     string          `json:"note"`
 	Output   json.RawMessage `json:"output"` // the approved JSON object; null when rejected

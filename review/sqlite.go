@@ -301,7 +301,7 @@ func (s *SQLite) insert(ctx context.Context, tx *sql.Tx, it *Item, webhook bool)
 	return true, nil
 }
 
-func (s *SQLite) enqueue(ctx context.Context, tx *sql.Tx, typ string, it *Item) error {
+func (s *SQLite) enqueue(ctx context.Context, tx *sql.Tx, typ WebhookEvent, it *Item) error {
 	now := time.Now().UnixNano()
 	_, err := tx.ExecContext(ctx, `INSERT INTO webhook_outbox (id, type, review_id, body, created_ns, next_ns) VALUES (?,?,?,?,?,?)`,
 		newID(), typ, it.ID, WebhookBody(typ, it), now, now)

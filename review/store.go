@@ -111,27 +111,30 @@ type Resolve struct {
 // Delivery is one pending webhook POST.
 type Delivery struct {
 	ID        string
-	Type      string // review.created | review.resolved
+	Type      WebhookEvent
 	ReviewID  string
 	Body      []byte
 	CreatedAt time.Time
 	Tries     int
 }
 
+// WebhookEvent is a webhook delivery's type (its X-Contractd-Event).
+type WebhookEvent string
+
 // Webhook event types.
 const (
-	EventCreated  = "review.created"
-	EventResolved = "review.resolved"
+	EventCreated  WebhookEvent = "review.created"
+	EventResolved WebhookEvent = "review.resolved"
 )
 
 // WebhookBody is the JSON a delivery posts: {type, review} with the list
 // form of the item (no request).
-func WebhookBody(typ string, it *Item) []byte {
+func WebhookBody(typ WebhookEvent, it *Item) []byte {
 	lf := *it
 	lf.Request = nil
 	b, _ := json.Marshal(struct {
-		Type   string `json:"type"`
-		Review *Item  `json:"review"`
+		Type   WebhookEvent `json:"type"`
+		Review *Item        `json:"review"`
 	}{typ, &lf})
 	return b
 }

@@ -382,12 +382,12 @@ var behaviours = []struct {
 		if len(ds) != 2 {
 			t.Fatalf("%d deliveries", len(ds))
 		}
-		types := map[string]bool{}
+		types := map[review.WebhookEvent]bool{}
 		for _, d := range ds {
 			types[d.Type] = true
 			var body struct {
-				Type   string       `json:"type"`
-				Review *review.Item `json:"review"`
+				Type   review.WebhookEvent `json:"type"`
+				Review *review.Item        `json:"review"`
 			}
 			must(t, json.Unmarshal(d.Body, &body))
 			if body.Type != d.Type || body.Review.ID != "r1" || body.Review.Request != nil || d.ReviewID != "r1" {
