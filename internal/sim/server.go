@@ -33,7 +33,7 @@ func (s *Sim) Handler(logger *slog.Logger) http.Handler {
 		writeJSONResp(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusNotFound, "invalid_request_error", "not_found", "no such endpoint: "+r.Method+" "+r.URL.Path)
+		writeError(w, http.StatusNotFound, typeInvalidRequest, codeNotFound, "no such endpoint: "+r.Method+" "+r.URL.Path)
 	})
 	return mux
 }
@@ -45,7 +45,27 @@ func writeJSONResp(w http.ResponseWriter, status int, v any) {
 	_, _ = w.Write(append(b, '\n'))
 }
 
-func writeError(w http.ResponseWriter, status int, typ, code, msg string) {
+// errorType and errorCode are an OpenAI error body's "type" and "code".
+type (
+	errorType string
+	errorCode string
+)
+
+const (
+	typeInvalidRequest errorType = "invalid_request_error"
+	typeRateLimit      errorType = "rate_limit_error"
+	typeServer         errorType = "server_error"
+
+	codeNotFound          errorCode = "not_found"
+	codeRequestTooLarge   errorCode = "request_too_large"
+	codeInvalidJSON       errorCode = "invalid_json"
+	codeInvalidRequest    errorCode = "invalid_request"
+	codeInvalidSimMode    errorCode = "invalid_sim_mode"
+	codeRateLimitExceeded errorCode = "rate_limit_exceeded"
+	codeServerError       errorCode = "server_error"
+)
+
+func writeError(w http.ResponseWriter, status int, typ errorType, code errorCode, msg string) {
 	writeJSONResp(w, status, map[string]any{"error": map[string]any{"message": msg, "type": typ, "code": code, "param": nil}})
 }
 
@@ -60,21 +80,21 @@ func (s *Sim) models(w http.ResponseWriter, r *http.Request) {
 func (s *Sim) chat(w http.ResponseWriter, r *http.Request, logger *slog.Logger) {
 	body, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
 	if err != nil || len(body) > maxBody {
-		writeError(w, http.StatusRequestEntityTooLarge, "invalid_request_error", "request_too_large", "request body too large or unreadable")
+		writeError(w, http.StatusRequestEntityTooLarge, typeInvalidRequest, codeRequestTooLarge, "request body too large or unreadable")
 		return
 	}
 	var req Request
 	if err := json.Unmarshal(body, &req); err != nil {
-		writeError(w, http.StatusBadRequest, "invalid_request_error", "invalid_json", "request body is not valid JSON: "+err.Error())
+		writeError(w, http.StatusBadRequest, typeInvalidRequest, codeInvalidJSON, "request body is not valid JSON: "+err.Error())
 		return
 	}
 	if len(req.Messages) == 0 {
-		writeError(w, http.StatusBadRequest, "invalid_request_error", "invalid_request", "messages must not be empty")
+		writeError(w, http.StatusBadRequest, typeInvalidRequest, codeInvalidRequest, "messages must not be empty")
 		return
 	}
 	rep, err := s.Complete(body, &req, r.Header.Get("X-Sim-Mode"))
 	if err != nil {
-		writeError(w, http.StatusBadRequest, "invalid_request_error", "invalid_sim_mode", err.Error())
+		writeError(w, http.StatusBadRequest, typeInvalidRequest, codeInvalidSimMode, err.Error())
 		return
 	}
 	if rep.Latency > 0 {
@@ -98,11 +118,11 @@ func (s *Sim) chat(w http.ResponseWriter, r *http.Request, logger *slog.Logger) 
 	switch rep.Status {
 	case http.StatusTooManyRequests:
 		h.Set("Retry-After", "0")
-		writeError(w, rep.Status, "rate_limit_error", "rate_limit_exceeded", "simulated rate limit (sim_mode http_429)")
+		writeError(w, rep.Status, typeRateLimit, codeRateLimitExceeded, "simulated rate limit (sim_mode http_429)")
 		return
 	case http.StatusOK:
 	default:
-		writeError(w, rep.Status, "server_error", "server_error", "simulated server error (sim_mode http_500)")
+		writeError(w, rep.Status, typeServer, codeServerError, "simulated server error (sim_mode http_500)")
 		return
 	}
 	if req.Stream {
