@@ -380,7 +380,7 @@ func (s *Server) resolve(w http.ResponseWriter, r *http.Request, st review.Store
 func (s *Server) resolved(it *review.Item) {
 	q := s.Reviews
 	q.Notifier.Notify(it.ID)
-	q.Metrics.Resolved(it.Route, string(it.Status), string(it.Resolution.By))
+	q.Metrics.Resolved(it.Route, it.Status, it.Resolution.By)
 	if rw, ok := s.Audit.(audit.ResolvedWriter); ok {
 		sum := ""
 		if o := it.Resolution.Output; len(o) > 0 && string(o) != "null" {

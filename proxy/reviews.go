@@ -19,15 +19,25 @@ import (
 // safe for concurrent use.
 type ReviewMetrics interface {
 	StoreError()
-	Resolved(route, status, by string)
-	Delivery(result string)
+	Resolved(route string, status review.Status, by review.ResolvedBy)
+	Delivery(result DeliveryResult)
 }
+
+// DeliveryResult is how one webhook delivery attempt ended.
+type DeliveryResult string
+
+// Webhook delivery results.
+const (
+	DeliverySuccess DeliveryResult = "success"
+	DeliveryExpired DeliveryResult = "expired" // given up: past the retry window
+	DeliveryFailure DeliveryResult = "failure" // retried later
+)
 
 type nopReviewMetrics struct{}
 
-func (nopReviewMetrics) StoreError()             {}
-func (nopReviewMetrics) Resolved(_, _, _ string) {}
-func (nopReviewMetrics) Delivery(string)         {}
+func (nopReviewMetrics) StoreError()                                       {}
+func (nopReviewMetrics) Resolved(string, review.Status, review.ResolvedBy) {}
+func (nopReviewMetrics) Delivery(DeliveryResult)                           {}
 
 // ReviewQueue stores needs_review items. The store may be unavailable at
 // start or fail later: items then go to the fsynced spool and Run moves

@@ -99,14 +99,14 @@ func (q *ReviewQueue) deliver(ctx context.Context, st review.Store, h *Webhook) 
 			now := time.Now()
 			switch {
 			case ok:
-				q.Metrics.Delivery("success")
+				q.Metrics.Delivery(DeliverySuccess)
 				err = st.FinishDelivery(ctx, d.ID, true, now)
 			case now.Sub(d.CreatedAt) > h.MaxAge:
-				q.Metrics.Delivery("expired")
+				q.Metrics.Delivery(DeliveryExpired)
 				q.Log.Error("webhook delivery given up", "delivery", d.ID, "type", d.Type, "review_id", d.ReviewID, "tries", d.Tries+1)
 				err = st.FinishDelivery(ctx, d.ID, true, now)
 			default:
-				q.Metrics.Delivery("failure")
+				q.Metrics.Delivery(DeliveryFailure)
 				err = st.FinishDelivery(ctx, d.ID, false, h.retryAt(now, d.Tries))
 			}
 			if err != nil && ctx.Err() == nil {

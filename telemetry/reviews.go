@@ -6,6 +6,9 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
+
+	"github.com/contractd/contractd/proxy"
+	"github.com/contractd/contractd/review"
 )
 
 // Review queue metric names.
@@ -61,13 +64,13 @@ func (t *Telemetry) ReviewMetrics(pending func(ctx context.Context) (map[string]
 
 func (r *ReviewMetrics) StoreError() { r.storeErrs.Add(context.Background(), 1) }
 
-func (r *ReviewMetrics) Resolved(route, status, by string) {
+func (r *ReviewMetrics) Resolved(route string, status review.Status, by review.ResolvedBy) {
 	r.resolved.Add(context.Background(), 1, metric.WithAttributes(attribute.String("route", route),
-		attribute.String("status", status), attribute.String("by", by)))
+		attribute.String("status", string(status)), attribute.String("by", string(by))))
 }
 
-func (r *ReviewMetrics) Delivery(result string) {
-	r.deliveries.Add(context.Background(), 1, metric.WithAttributes(attribute.String("result", result)))
+func (r *ReviewMetrics) Delivery(result proxy.DeliveryResult) {
+	r.deliveries.Add(context.Background(), 1, metric.WithAttributes(attribute.String("result", string(result))))
 }
 
 // Dedupe cache metric names.
