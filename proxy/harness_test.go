@@ -17,7 +17,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -547,24 +546,7 @@ func readEvent(br *bufio.Reader) (string, error) {
 // caller closed servers and idle connections) for it to settle back.
 func noLeaks(t *testing.T) func() {
 	t.Helper()
-	before := runtime.NumGoroutine()
-	return func() {
-		t.Helper()
-		deadline := time.Now().Add(5 * time.Second)
-		for {
-			n := runtime.NumGoroutine()
-			if n <= before {
-				return
-			}
-			if time.Now().After(deadline) {
-				buf := make([]byte, 1<<20)
-				buf = buf[:runtime.Stack(buf, true)]
-				t.Errorf("goroutine leak: %d before, %d after\n%s", before, n, buf)
-				return
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-	}
+	return testkit.GoroutineCheck(t)
 }
 
 func stringsReader(s string) io.Reader { return strings.NewReader(s) }

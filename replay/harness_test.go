@@ -13,10 +13,8 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/contractd/contractd/audit"
 	"github.com/contractd/contractd/config"
@@ -198,17 +196,8 @@ func jsonItems(t *testing.T, out string) ([]Item, Summary) {
 
 // checkNoLeak fails when goroutines started by the test outlive it.
 func checkNoLeak(t *testing.T) {
-	before := runtime.NumGoroutine()
-	t.Cleanup(func() {
-		deadline := time.Now().Add(3 * time.Second)
-		for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
-			time.Sleep(20 * time.Millisecond)
-		}
-		if n := runtime.NumGoroutine(); n > before {
-			buf := make([]byte, 1<<16)
-			t.Errorf("%d goroutines leaked:\n%s", n-before, buf[:runtime.Stack(buf, true)])
-		}
-	})
+	t.Helper()
+	t.Cleanup(testkit.GoroutineCheck(t))
 }
 
 func loadPath(t *testing.T, path string) *config.Runtime {
