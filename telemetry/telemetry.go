@@ -98,7 +98,7 @@ type Telemetry struct {
 	registry *prometheus.Registry
 	metrics  http.Handler
 	logger   *slog.Logger
-	exporter string // "otlp", "custom" or "none"
+	exporter TraceExporter
 
 	requests   metric.Int64Counter
 	attempts   metric.Int64Counter
@@ -170,9 +170,9 @@ func New(opts Options) (*Telemetry, error) {
 
 	// Traces.
 	exp := opts.SpanExporter
-	t.exporter = "custom"
+	t.exporter = ExporterCustom
 	if exp == nil {
-		t.exporter = "none"
+		t.exporter = ExporterNone
 		if otlpWanted(getenv) {
 			if p := getenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"); p == "grpc" || (p == "" && getenv("OTEL_EXPORTER_OTLP_PROTOCOL") == "grpc") {
 				logger.Warn("OTLP protocol grpc is not supported; exporting traces with http/protobuf")
@@ -181,7 +181,7 @@ func New(opts Options) (*Telemetry, error) {
 			if err != nil {
 				return nil, fmt.Errorf("otlp trace exporter: %w", err)
 			}
-			t.exporter = "otlp"
+			t.exporter = ExporterOTLP
 		}
 	}
 	if exp != nil {
@@ -243,8 +243,18 @@ func (t *Telemetry) resource(opts Options, getenv func(string) string) *resource
 	return r
 }
 
-// Exporter names the span destination: "otlp", "custom" (Options.SpanExporter) or "none".
-func (t *Telemetry) Exporter() string { return t.exporter }
+// TraceExporter names where spans go.
+type TraceExporter string
+
+// The span destinations.
+const (
+	ExporterOTLP   TraceExporter = "otlp"   // OTLP/HTTP, from the OTEL_EXPORTER_OTLP_* variables
+	ExporterCustom TraceExporter = "custom" // Options.SpanExporter
+	ExporterNone   TraceExporter = "none"
+)
+
+// Exporter names the span destination.
+func (t *Telemetry) Exporter() TraceExporter { return t.exporter }
 
 // TracerProvider is the provider contractd's spans come from.
 func (t *Telemetry) TracerProvider() trace.TracerProvider { return t.tp }

@@ -378,7 +378,7 @@ func TestOTLPExport(t *testing.T) {
 func TestExporterSelection(t *testing.T) {
 	for _, c := range []struct {
 		env  map[string]string
-		want string
+		want telemetry.TraceExporter
 	}{
 		{map[string]string{}, "none"},
 		{map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318"}, "otlp"},
