@@ -189,19 +189,25 @@ func (o object) get(name string) (jsontext.Value, bool) {
 }
 
 // edit is a change to an object: set (replace in place, or append) or
-// delete (Value nil).
+// delete (Value and Fill nil).
 type edit struct {
 	Name  string
-	Value []byte // nil: delete
+	Value []byte
+	// Fill, when set, appends the value in place of Value: a large value
+	// (the messages) is written once, straight into the output, rather
+	// than built apart and copied. Size is its length, to size the output.
+	Fill func(b []byte) []byte
+	Size int
 }
+
+func (e *edit) set() bool { return e.Value != nil || e.Fill != nil }
 
 // apply rewrites o with edits: replaced members keep their position, new
 // ones are appended in edit order, every other member is copied byte for
 // byte, its name as the client spelled it (escapes kept).
 func (o object) apply(edits []edit) []byte {
-	var b bytes.Buffer
-	b.Grow(o.sizeAfter(edits))
-	b.WriteByte('{')
+	b := make([]byte, 0, o.sizeAfter(edits))
+	b = append(b, '{')
 	var doneBuf [16]bool // on the stack for the usual few edits
 	done := doneBuf[:]
 	if len(edits) > len(done) {
@@ -209,39 +215,47 @@ func (o object) apply(edits []edit) []byte {
 	}
 	done = done[:len(edits)]
 	first := true
-	write := func(name string, rawName, val []byte) {
+	name := func(name string, rawName []byte) {
 		if !first {
-			b.WriteByte(',')
+			b = append(b, ',')
 		}
 		first = false
 		if rawName != nil {
-			b.Write(rawName)
+			b = append(b, rawName...)
 		} else {
-			writeString(&b, name)
+			b = appendString(b, name)
 		}
-		b.WriteByte(':')
-		b.Write(val)
+		b = append(b, ':')
+	}
+	value := func(e *edit) {
+		if e.Fill != nil {
+			b = e.Fill(b)
+		} else {
+			b = append(b, e.Value...)
+		}
 	}
 outer:
 	for _, m := range o {
-		for i, e := range edits {
-			if e.Name == m.Name {
-				if !done[i] && e.Value != nil {
-					write(m.Name, m.rawName, e.Value)
+		for i := range edits {
+			if e := &edits[i]; e.Name == m.Name {
+				if !done[i] && e.set() {
+					name(m.Name, m.rawName)
+					value(e)
 				}
 				done[i] = true
 				continue outer
 			}
 		}
-		write(m.Name, m.rawName, m.Value)
+		name(m.Name, m.rawName)
+		b = append(b, m.Value...)
 	}
-	for i, e := range edits {
-		if !done[i] && e.Value != nil {
-			write(e.Name, nil, e.Value)
+	for i := range edits {
+		if e := &edits[i]; !done[i] && e.set() {
+			name(e.Name, nil)
+			value(e)
 		}
 	}
-	b.WriteByte('}')
-	return b.Bytes()
+	return append(b, '}')
 }
 
 // sizeAfter is the size of o with edits applied (give or take the
@@ -250,7 +264,7 @@ outer:
 func (o object) sizeAfter(edits []edit) int {
 	n := o.size() + 16
 	for _, e := range edits {
-		n += len(e.Name) + len(e.Value) + 4
+		n += len(e.Name) + len(e.Value) + e.Size + 4
 		if v, ok := o.get(e.Name); ok {
 			n -= len(v)
 		}
@@ -266,12 +280,16 @@ func (o object) size() int {
 	return n
 }
 
-func writeString(b *bytes.Buffer, s string) {
-	v, err := jsontext.AppendQuote(nil, s)
+func writeString(b *bytes.Buffer, s string) { b.Write(appendString(nil, s)) }
+
+// appendString appends s quoted as JSON.
+func appendString(b []byte, s string) []byte {
+	v, err := jsontext.AppendQuote(b, s)
 	if err != nil { // invalid UTF-8 cannot come from parsed input
-		v, _ = json.Marshal(s)
+		m, _ := json.Marshal(s)
+		return append(b, m...)
 	}
-	b.Write(v)
+	return v
 }
 
 // quoteJSON is mustJSON for a string, in a buffer sized once: a large

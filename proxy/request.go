@@ -8,7 +8,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 
 	"github.com/contractd/contractd/config"
 	"github.com/contractd/contractd/contracts"
@@ -41,7 +40,10 @@ type Prepared struct {
 	counter      retry.Counter
 	// first hashes attempt 1's messages JSON, to tell "shortened": keeping
 	// the bytes would hold a copy of a large body through every call.
-	first uint64
+	// shortens says the plan has an attempt that shortens (else no
+	// attempt's messages differ and none is hashed).
+	first    uint64
+	shortens bool
 }
 
 // unsupported are request fields a contract route cannot honour.
@@ -63,6 +65,9 @@ func prepareObject(r *config.Route, obj object) (*Prepared, *APIError) { return 
 // read them from obj, after the parameter checks, in the documented order).
 func prepare(r *config.Route, obj object, read []clientMessage) (*Prepared, *APIError) {
 	p := &Prepared{Route: r, body: obj, counter: retry.CounterFor(r.Model)}
+	for _, a := range r.Plan {
+		p.shortens = p.shortens || a.Shorten != nil
+	}
 	for _, name := range unsupported {
 		if v, ok := obj.get(name); ok && v.Kind() != 'n' {
 			return nil, badRequest(CodeUnsupportedParameter, name, "%s is not supported on contract routes", name)
@@ -307,36 +312,26 @@ func (p *Prepared) Build(a retry.Attempt) (*attemptBody, *APIError) {
 		data.Messages[i] = contracts.Message{Role: m.Role, Content: m.Content}
 	}
 	sys, quoted, static := r.Prompt.StaticSystem()
-	// Sized once for the usual case (a static system prompt and the
-	// client's messages as sent), so the buffer does not grow in steps;
-	// pooled, as it is copied into the body below.
-	msgs := msgsPool.Get().(*bytes.Buffer)
-	defer putMsgs(msgs)
-	size := len(quoted) + 64
-	for _, m := range p.messages {
-		size += len(m.Raw) + 1
-	}
-	msgs.Grow(size)
-	msgs.WriteString(`[{"role":"system","content":`)
-	if static {
-		msgs.Write(quoted)
-	} else {
+	if !static {
 		var err error
 		if sys, err = r.Prompt.RenderSystem(data); err != nil {
 			return nil, badRequest(CodeInputSchemaViolation, "", "the input cannot fill route %q's prompt: %s", r.Name, templateErr(err))
 		}
-		writeString(msgs, sys)
 	}
-	msgs.WriteByte('}')
 	texts := []string{sys}
 	user, hasUser, err := r.Prompt.RenderUser(data)
-	switch {
-	case err != nil:
+	if err != nil {
 		return nil, badRequest(CodeInputSchemaViolation, "", "the input cannot fill route %q's prompt: %s", r.Name, templateErr(err))
+	}
+	// The messages sent after the system prompt, as JSON objects: the
+	// client's own bytes unless the prompt renders the user turn or the
+	// attempt shortens.
+	var rendered []byte
+	raws := make([][]byte, 0, len(p.messages)+1)
+	switch {
 	case hasUser:
-		msgs.WriteString(`,{"role":"user","content":`)
-		writeString(msgs, user)
-		msgs.WriteByte('}')
+		rendered = append(appendString([]byte(`{"role":"user","content":`), user), '}')
+		raws = append(raws, rendered)
 		texts = append(texts, user)
 	case a.Shorten != nil:
 		// Keep the last user message only, its content cut.
@@ -346,41 +341,56 @@ func (p *Prepared) Build(a retry.Attempt) (*attemptBody, *APIError) {
 				continue
 			}
 			raw, content := p.shortenMessage(m, a.Shorten)
-			msgs.WriteByte(',')
-			msgs.Write(raw)
+			raws = append(raws, raw)
 			texts = append(texts, content)
 			break
 		}
 	default:
 		for _, m := range p.messages {
-			msgs.WriteByte(',')
-			msgs.Write(m.Raw)
+			raws = append(raws, m.Raw)
 			texts = append(texts, m.Content)
 		}
 	}
-	msgs.WriteByte(']')
+	size := len(quoted) + len(sys) + len(sys)/8 + 64
+	for _, raw := range raws {
+		size += len(raw) + 1
+	}
+	// The messages are written once, straight into the upstream body.
+	var from, to int
+	fill := func(b []byte) []byte {
+		from = len(b)
+		b = append(b, `[{"role":"system","content":`...)
+		if static {
+			b = append(b, quoted...)
+		} else {
+			b = appendString(b, sys)
+		}
+		b = append(b, '}')
+		for _, raw := range raws {
+			b = append(append(b, ','), raw...)
+		}
+		b = append(b, ']')
+		to = len(b)
+		return b
+	}
 	ab := &attemptBody{System: sys}
 	if r.Budget != (retry.Budget{}) {
 		// Offline counting costs about a millisecond per KB with tiktoken;
 		// only budgets need it (shortening counts what it cuts itself).
 		ab.InputTokens = retry.CountMessages(p.counter, texts)
 	}
-	if h := maphash.Bytes(firstSeed, msgs.Bytes()) | 1; p.first == 0 {
-		p.first = h
-	} else {
-		ab.Shortened = p.first != h
+	ab.Body = p.body.apply(p.edits(fill, size, a.Temperature))
+	// Only a plan that shortens can send other messages than attempt 1's
+	// (the rendering is the same for the same input): only then are they
+	// hashed, which costs a pass over a large body.
+	if p.shortens {
+		if h := maphash.Bytes(firstSeed, ab.Body[from:to]) | 1; p.first == 0 {
+			p.first = h
+		} else {
+			ab.Shortened = p.first != h
+		}
 	}
-	ab.Body = p.body.apply(p.edits(msgs.Bytes(), a.Temperature))
 	return ab, nil
-}
-
-var msgsPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
-
-func putMsgs(b *bytes.Buffer) {
-	if b.Cap() <= 64<<10 { // do not keep a rare huge one
-		b.Reset()
-		msgsPool.Put(b)
-	}
 }
 
 // shortenMessage cuts a user message's content (to ratio of its
@@ -426,7 +436,7 @@ func (p *Prepared) shortenMessage(m clientMessage, sh *retry.Shorten) ([]byte, s
 	return mo.apply([]edit{{Name: "content", Value: arr.Bytes()}}), strings.Join(texts, "\n")
 }
 
-func (p *Prepared) edits(messages []byte, temp float64) []edit {
+func (p *Prepared) edits(messages func([]byte) []byte, size int, temp float64) []edit {
 	r := p.Route
 	maxField, otherField := "max_tokens", "max_completion_tokens"
 	if r.Upstream.MaxTokensParam == "max_completion_tokens" {
@@ -443,7 +453,7 @@ func (p *Prepared) edits(messages []byte, temp float64) []edit {
 	maxTokens := sc[n:len(sc):len(sc)]
 	es := []edit{
 		{Name: "model", Value: model},
-		{Name: "messages", Value: messages},
+		{Name: "messages", Fill: messages, Size: size},
 		{Name: "temperature", Value: temperature},
 		{Name: maxField, Value: maxTokens},
 		{Name: otherField},
