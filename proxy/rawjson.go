@@ -317,3 +317,172 @@ func stringValue(v []byte) string {
 	}
 	return unquoteJSON(v)
 }
+
+// splitArray and splitObject are parseArray and appendObject for bytes
+// jsontext has already validated: a member of an object parseObject
+// returned, at any depth (parseObject checks the whole body: syntax,
+// UTF-8, duplicate names). They only find where each element, name and
+// value ends, strings at memchr speed, so a large message is not decoded
+// twice more. Their results are parseArray's and appendObject's; on bytes
+// that are not valid JSON they may fail (false) or split wrongly, but
+// never panic.
+func splitArray(b []byte) ([]jsontext.Value, bool) {
+	i := skipSpace(b, 0)
+	if i >= len(b) || b[i] != '[' {
+		return nil, false
+	}
+	var out []jsontext.Value
+	if i = skipSpace(b, i+1); i < len(b) && b[i] == ']' {
+		return out, skipSpace(b, i+1) == len(b)
+	}
+	for {
+		e := endOfValue(b, i)
+		if e < 0 {
+			return nil, false
+		}
+		out = append(out, jsontext.Value(b[i:e:e]))
+		if i = skipSpace(b, e); i >= len(b) {
+			return nil, false
+		}
+		switch b[i] {
+		case ',':
+			i = skipSpace(b, i+1)
+		case ']':
+			return out, skipSpace(b, i+1) == len(b)
+		default:
+			return nil, false
+		}
+	}
+}
+
+// splitObject: see splitArray.
+func splitObject(obj object, b []byte) (object, bool) {
+	i := skipSpace(b, 0)
+	if i >= len(b) || b[i] != '{' {
+		return nil, false
+	}
+	if i = skipSpace(b, i+1); i < len(b) && b[i] == '}' {
+		return obj, skipSpace(b, i+1) == len(b)
+	}
+	for {
+		if i >= len(b) || b[i] != '"' {
+			return nil, false
+		}
+		ne := endOfString(b, i)
+		if ne < 0 {
+			return nil, false
+		}
+		qname := b[i:ne:ne]
+		if i = skipSpace(b, ne); i >= len(b) || b[i] != ':' {
+			return nil, false
+		}
+		i = skipSpace(b, i+1)
+		e := endOfValue(b, i)
+		if e < 0 {
+			return nil, false
+		}
+		obj = append(obj, member{Name: nameOf(qname, b), Value: b[i:e:e], rawName: qname})
+		if i = skipSpace(b, e); i >= len(b) {
+			return nil, false
+		}
+		switch b[i] {
+		case ',':
+			i = skipSpace(b, i+1)
+		case '}':
+			return obj, skipSpace(b, i+1) == len(b)
+		default:
+			return nil, false
+		}
+	}
+}
+
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// endOfString is the index just past the string that opens at b[i], or -1.
+func endOfString(b []byte, i int) int {
+	for j := i + 1; j < len(b); j++ {
+		k := bytes.IndexByte(b[j:], '"')
+		if k < 0 {
+			return -1
+		}
+		j += k
+		// Escaped when an odd run of backslashes precedes it. Each run is
+		// counted once: it ends at the quote before it at the latest.
+		n := 0
+		for p := j - 1; p > i && b[p] == '\\'; p-- {
+			n++
+		}
+		if n%2 == 0 {
+			return j + 1
+		}
+	}
+	return -1
+}
+
+// endOfValue is the index just past the value that starts at b[i], or -1.
+func endOfValue(b []byte, i int) int {
+	if i >= len(b) {
+		return -1
+	}
+	switch b[i] {
+	case '"':
+		return endOfString(b, i)
+	case '{', '[':
+		depth := 0
+		for j := i; j < len(b); j++ {
+			switch b[j] {
+			case '"':
+				if j = endOfString(b, j); j < 0 {
+					return -1
+				}
+				j-- // the loop steps past the closing quote
+			case '{', '[':
+				depth++
+			case '}', ']':
+				if depth--; depth == 0 {
+					return j + 1
+				}
+			}
+		}
+		return -1
+	}
+	// A number or a literal runs to the next delimiter.
+	j := i
+	for j < len(b) && !delimiter(b[j]) {
+		j++
+	}
+	if j == i {
+		return -1
+	}
+	return j
+}
+
+func delimiter(c byte) bool {
+	switch c {
+	case ',', ']', '}', ':', ' ', '\t', '\n', '\r':
+		return true
+	}
+	return false
+}
+
+// quotedAsIs reports whether in, the inside of a valid JSON string with no
+// backslash, is exactly how quoteJSON writes its text: it then needs no
+// requoting. Control characters, quotes and invalid UTF-8 cannot be in
+// it; only U+2028 and U+2029, which quoteJSON escapes, can.
+func quotedAsIs(in []byte) bool {
+	for i := 0; ; i++ {
+		k := bytes.IndexByte(in[i:], 0xE2)
+		if k < 0 {
+			return true
+		}
+		i += k
+		if i+2 < len(in) && in[i+1] == 0x80 && (in[i+2] == 0xA8 || in[i+2] == 0xA9) {
+			return false
+		}
+	}
+}

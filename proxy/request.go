@@ -24,6 +24,9 @@ type clientMessage struct {
 	Content  string // text content (string content, or the text parts joined)
 	IsString bool   // content was a JSON string
 	Raw      jsontext.Value
+	// quoted is the content's JSON string as sent when it is exactly
+	// quoteJSON(Content) (nil otherwise): input_sha256 reads it in place.
+	quoted jsontext.Value
 }
 
 // Prepared is a contract-route request after every client-side check: what
@@ -44,6 +47,9 @@ type Prepared struct {
 	// attempt's messages differ and none is hashed).
 	first    uint64
 	shortens bool
+	// lastUserJSON is the last user message's content as sent, when that
+	// is its canonical quoting (nil: quote it).
+	lastUserJSON []byte
 }
 
 // unsupported are request fields a contract route cannot honour.
@@ -117,6 +123,7 @@ func prepare(r *config.Route, obj object, read []clientMessage) (*Prepared, *API
 	for i := len(msgs) - 1; i >= 0; i-- {
 		if msgs[i].Role == "user" {
 			p.Subject.LastUser, p.Subject.HasLastUser = msgs[i].Content, true
+			p.lastUserJSON = msgs[i].quoted
 			break
 		}
 	}
@@ -126,6 +133,10 @@ func prepare(r *config.Route, obj object, read []clientMessage) (*Prepared, *API
 	return p, nil
 }
 
+// readMessages reads obj's messages. obj's members are valid JSON (obj
+// came from parseObject, or was built by contractd): they are split without
+// decoding them again (splitArray), the validating parser being only the
+// fallback that words the error.
 func readMessages(obj object) ([]clientMessage, *APIError) {
 	raw, ok := obj.get("messages")
 	if !ok || raw.Kind() == 'n' {
@@ -136,9 +147,12 @@ func readMessages(obj object) ([]clientMessage, *APIError) {
 	}
 	// Items and their members alias the body (parseArray, parseObject):
 	// a large message is not copied to be looked at.
-	items, err := parseArray(raw)
-	if err != nil {
-		return nil, badRequest(CodeInvalidJSON, "messages", "messages must be an array of objects")
+	items, ok := splitArray(raw)
+	if !ok {
+		var err error
+		if items, err = parseArray(raw); err != nil {
+			return nil, badRequest(CodeInvalidJSON, "messages", "messages must be an array of objects")
+		}
 	}
 	out := make([]clientMessage, 0, len(items))
 	var scratch [8]member // a message's members, reused from one to the next
@@ -148,7 +162,14 @@ func readMessages(obj object) ([]clientMessage, *APIError) {
 			Content jsontext.Value
 		}
 		if it.Kind() == '{' {
-			if mo, err := appendObject(scratch[:0], it); err == nil {
+			mo, ok := splitObject(scratch[:0], it)
+			if !ok {
+				var err error
+				if mo, err = appendObject(scratch[:0], it); err != nil {
+					mo = nil
+				}
+			}
+			if mo != nil {
 				if v, ok := mo.get("role"); ok && v.Kind() == '"' {
 					role := stringValue(v)
 					m.Role = &role
@@ -170,6 +191,9 @@ func readMessages(obj object) ([]clientMessage, *APIError) {
 		case c[0] == '"':
 			if in := c[1 : len(c)-1]; bytes.IndexByte(in, '\\') < 0 {
 				cm.Content = string(in) // a copy: it outlives the body's buffer
+				if quotedAsIs(in) {
+					cm.quoted = c
+				}
 			} else {
 				_ = jsonv2.Unmarshal(c, &cm.Content) // one pass (encoding/json scans twice)
 			}
@@ -216,7 +240,10 @@ func (p *Prepared) readInput(obj object) *APIError {
 		// text; contract_input only stands in when there is no user message.
 		if p.Subject.HasLastUser {
 			p.Input = p.Subject.LastUser
-			p.InputJSON = quoteJSON(p.Subject.LastUser)
+			p.InputJSON = p.lastUserJSON // in place: no copy of a large message
+			if p.InputJSON == nil {
+				p.InputJSON = quoteJSON(p.Subject.LastUser)
+			}
 			return nil
 		}
 		if !hasCI {
