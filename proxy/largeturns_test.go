@@ -18,7 +18,7 @@ func TestLargeBodyTurns(t *testing.T) {
 		held    int // turns taken by the test before the request
 		body    string
 		status  int
-		code    string
+		code    ErrorCode
 		message string
 	}{
 		{name: "small request while every turn is held", held: -1, body: freeReq, status: http.StatusOK},
@@ -42,7 +42,7 @@ func TestLargeBodyTurns(t *testing.T) {
 			if tc.status == http.StatusOK {
 				wantSuccess(t, r, "application/json", "free", 1)
 			} else {
-				wantError(t, r, tc.status, "server_error", tc.code, nil)
+				wantError(t, r, tc.status, typeServer, tc.code, nil)
 				if got := r.errorObj()["message"]; got != tc.message {
 					t.Errorf("message %q", got)
 				}

@@ -487,9 +487,9 @@ func (x *exchange) busy(ctx context.Context) *APIError {
 	case <-ctx.Done():
 	}
 	if x.req.Context().Err() != nil {
-		return &APIError{Status: 499, Type: typeInvalidRequest, Code: CodeClientClosed, Message: "client closed the request"}
+		return errClientClosed()
 	}
-	return &APIError{Status: http.StatusGatewayTimeout, Type: "server_error", Code: CodeRequestTimeout,
+	return &APIError{Status: http.StatusGatewayTimeout, Type: typeServer, Code: CodeRequestTimeout,
 		Message: "request_timeout passed waiting for a turn to process a large body"}
 }
 
