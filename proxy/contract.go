@@ -69,7 +69,6 @@ func (s *Server) contract(ctx context.Context, w http.ResponseWriter, r *http.Re
 	var dkey dedupeKey
 	if window > 0 {
 		dkey = newDedupeKey(x.keySum, x.edge.api, route.Name, x.body, route.Prompt.SHA256, k.SHA256)
-		x.idle() // an identical request's verdict may take a whole upstream call
 		hit, release, err := s.dedupe.acquire(ctx, dkey)
 		switch {
 		case err != nil:
@@ -154,9 +153,6 @@ func (s *Server) attempts(ctx context.Context, r *http.Request, x *exchange, p *
 	hdr := forwardHeaders(r)
 	for i, a := range route.Plan {
 		n := i + 1
-		if aerr := x.busy(ctx); aerr != nil {
-			return nil, aerr
-		}
 		ab, aerr := p.Build(a)
 		if aerr != nil {
 			return nil, aerr
@@ -167,7 +163,6 @@ func (s *Server) attempts(ctx context.Context, r *http.Request, x *exchange, p *
 		if route.Budget.Exhausted(spent, ab.InputTokens, route.MaxOutputTokens) {
 			return v, s.review(x, p, v, CodeBudgetExhausted)
 		}
-		x.idle() // the upstream call may take seconds
 		actx, done := s.Telemetry.StartAttempt(ctx, AttemptInfo{Route: route.Name, Model: route.Model, Attempt: n, Temperature: a.Temperature})
 		start := time.Now()
 		comp, err := s.Caller.Call(actx, route.Upstream, ab.Body, hdr)

@@ -14,11 +14,11 @@ import (
 	"github.com/contractd/contractd/audit"
 )
 
-// largeChatBody is a chat request for route whose one user message is size
+// largeBody is a chat request for route whose one user message is size
 // bytes of text, as the soak's slow uploads send: a 1 MB body costs
 // contractd CPU in parsing, copying and hashing that small requests then
 // wait behind.
-func largeChatBody(route string, size int) []byte {
+func largeBody(route string, size int) []byte {
 	head := `{"model":"` + route + `","messages":[{"role":"user","content":"`
 	tail := `"}]}`
 	return []byte(head + strings.Repeat("x", max(1, size-len(head)-len(tail))) + tail)
@@ -71,7 +71,7 @@ func BenchmarkLargeBody(b *testing.B) {
 		name := fmt.Sprintf("%dKB", size>>10)
 		b.Run("handler/"+name, func(b *testing.B) {
 			defer cpuPerOp(b)()
-			body := largeChatBody("free", size)
+			body := largeBody("free", size)
 			at := bytes.Index(body, []byte(`"content":"`)) + len(`"content":"`)
 			w := &benchWriter{h: http.Header{}}
 			b.SetBytes(int64(len(body)))
@@ -91,7 +91,7 @@ func BenchmarkLargeBody(b *testing.B) {
 		})
 		b.Run("prepare/"+name, func(b *testing.B) {
 			defer cpuPerOp(b)()
-			body := largeChatBody("free", size)
+			body := largeBody("free", size)
 			b.SetBytes(int64(len(body)))
 			b.ReportAllocs()
 			for b.Loop() {

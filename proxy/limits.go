@@ -6,7 +6,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -456,46 +455,3 @@ func (bg *budget) drop(b *body) {
 
 // release gives a request body's buffer and budget back.
 func (s *Server) release(b *body) { s.inflight.drop(b) }
-
-// ---------------------------------------------------------- large bodies
-
-// largeBody is the body size from which a request's CPU-heavy stages
-// (parsing, hashing, building the upstream body: milliseconds per MB) take
-// a turn among largeTurns, so that a burst of large bodies completing
-// together cannot take every core from small requests.
-const largeBody = smallHold
-
-// largeTurns bounds the requests with a large body in their CPU-heavy
-// stages at once: max(1, GOMAXPROCS-1) at start-up, which leaves a core to
-// everything else. Waits for the upstream (a call, a max_concurrency slot,
-// an identical request's verdict) never hold a turn.
-type largeTurns chan struct{}
-
-func newLargeTurns() largeTurns { return make(largeTurns, max(1, runtime.GOMAXPROCS(0)-1)) }
-
-// busy takes a turn for x's CPU-heavy work when its body is large and it
-// holds none; idle gives it back. Waiting ends with ctx: 499 when the
-// client left, else 504 request_timeout.
-func (x *exchange) busy(ctx context.Context) *APIError {
-	if x.turn || len(x.body) < largeBody {
-		return nil
-	}
-	select {
-	case x.s.turns <- struct{}{}:
-		x.turn = true
-		return nil
-	case <-ctx.Done():
-	}
-	if x.req.Context().Err() != nil {
-		return errClientClosed()
-	}
-	return &APIError{Status: http.StatusGatewayTimeout, Type: typeServer, Code: CodeRequestTimeout,
-		Message: "request_timeout passed waiting for a turn to process a large body"}
-}
-
-func (x *exchange) idle() {
-	if x.turn {
-		x.turn = false
-		<-x.s.turns
-	}
-}

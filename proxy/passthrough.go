@@ -245,7 +245,6 @@ func (s *Server) passthrough(ctx context.Context, cancel context.CancelFunc, w h
 			panic(p)
 		}
 	}()
-	x.idle() // the large body's CPU-heavy work is done: the rest is waiting
 	// max_concurrency caps every call to the upstream, passthrough too.
 	release, err := s.Caller.sem.acquire(ctx, route.Upstream)
 	if err != nil {

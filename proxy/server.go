@@ -48,7 +48,6 @@ type Server struct {
 	limit    rateLimiter
 	dedupe   *dedupe
 	inflight budget // server.max_inflight_bytes
-	turns    largeTurns
 
 	schemaNotes schemaNotes // X-Contract-Schema-Replaced's once-only warnings
 	pass        *httputil.ReverseProxy
@@ -64,7 +63,7 @@ type state struct {
 
 // NewServer returns a Server for rt.
 func NewServer(rt *config.Runtime, caller *Caller, sink audit.Sink, logger *slog.Logger) *Server {
-	s := &Server{Caller: caller, Audit: sink, Logger: logger, Env: os.Getenv, Telemetry: nopTelemetry{}, dedupe: newDedupe(DedupeMaxEntries), turns: newLargeTurns()}
+	s := &Server{Caller: caller, Audit: sink, Logger: logger, Env: os.Getenv, Telemetry: nopTelemetry{}, dedupe: newDedupe(DedupeMaxEntries)}
 	if s.Logger == nil {
 		s.Logger = slog.New(slog.NewJSONHandler(io.Discard, nil))
 	}
@@ -258,8 +257,6 @@ type exchange struct {
 	keyID  string // the client key's id for review items
 	keySum string // the client key's full SHA-256 (hex), for the dedupe key
 	body   []byte // the client's body as received
-	req    *http.Request
-	turn   bool // holds one of the large bodies' turns (busy, idle)
 }
 
 func (x *exchange) finish(ctx context.Context, status int, outcome audit.Outcome, code ErrorCode) {
@@ -325,7 +322,7 @@ func (s *Server) serveRoute(w http.ResponseWriter, r *http.Request, e *edge, pat
 	rt := st.rt
 	id := newRequestID()
 	w.Header().Set("X-Request-Id", id)
-	x := &exchange{s: s, st: st, edge: e, req: r, start: time.Now(), ev: &audit.Event{Time: time.Now().UTC(), RequestID: id, API: e.api}}
+	x := &exchange{s: s, st: st, edge: e, start: time.Now(), ev: &audit.Event{Time: time.Now().UTC(), RequestID: id, API: e.api}}
 	ctx, cancel := context.WithTimeout(r.Context(), rt.Server.RequestTimeout)
 	defer cancel()
 
@@ -354,11 +351,6 @@ func (s *Server) serveRoute(w http.ResponseWriter, r *http.Request, e *edge, pat
 	defer s.release(b)
 	body := b.buf
 	x.body = body
-	if aerr := x.busy(ctx); aerr != nil {
-		x.fail(ctx, w, aerr, audit.OutcomeRejected)
-		return
-	}
-	defer x.idle()
 	obj, err := parseObject(body)
 	if err != nil {
 		x.fail(ctx, w, badRequest(CodeInvalidJSON, "", "request body is not a valid JSON object: %s", jsonErr(err)), audit.OutcomeRejected)
