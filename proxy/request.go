@@ -145,7 +145,7 @@ func readMessages(obj object) ([]clientMessage, *APIError) {
 	if raw.Kind() != '[' {
 		return nil, badRequest(CodeInvalidJSON, "messages", "messages must be an array")
 	}
-	// Items and their members alias the body (parseArray, parseObject):
+	// Items and their members alias the body (splitArray, splitObject):
 	// a large message is not copied to be looked at.
 	items, ok := splitArray(raw)
 	if !ok {
