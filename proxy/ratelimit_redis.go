@@ -48,7 +48,7 @@ return {1, 0}
 // Calls that arrive while one is on the wire queue, and one goroutine
 // sends the queue as a pipeline: one write and one read for all of them,
 // on both sides, where each would otherwise pay its own syscalls and
-// wake-ups, which on a busy machine cost more than the script.
+// wake-ups, which on this kind of VM cost about as much as the script.
 type redisStore struct {
 	c   *redis.Client
 	err error // the URL did not parse: every take fails (open)
@@ -68,7 +68,8 @@ type redisStore struct {
 // reached, calls queue for the next batch.
 const redisMaxOnWire = 1
 
-// takeCall is one queued take; done receives once when res/err are set.
+// takeCall is one queued take; done receives once, after wait and err are
+// set.
 type takeCall struct {
 	key  string
 	args *gcraArgs
