@@ -65,8 +65,13 @@ type redisStore struct {
 }
 
 // redisMaxOnWire bounds the round trips in flight at once: while it is
-// reached, calls queue for the next batch.
-const redisMaxOnWire = 1
+// reached, calls queue for the next batch. Two, not one: with one, a
+// second concurrent call always waited for the first's round trip and
+// then for the flush goroutine's wake-up, a chain that on a CPU-starved
+// machine stalled a replica's request streams (TestRedisLimiterReplicas
+// fell short of the rate twice at load 16); two concurrent calls now
+// both go straight out, and batching starts at the third.
+const redisMaxOnWire = 2
 
 // takeCall is one queued take; done receives once, after wait and err are
 // set.
