@@ -3,6 +3,7 @@ package contracts
 import (
 	"slices"
 	"strings"
+	"sync"
 )
 
 // Contract is a compiled output contract: extraction mode, schema, policies.
@@ -14,29 +15,41 @@ type Contract struct {
 	Limits          Limits
 	Policies        []Policy
 	HasTextProperty bool // the schema declares a top-level "text" property (lenient wrapper rule)
+
+	scratch sync.Pool // *decodeScratch: the storage of outputs judged valid
 }
 
 // Result is the verdict on one output.
 type Result struct {
-	Valid      bool
-	JSON       []byte         // the accepted object's bytes (set when extraction succeeded)
-	Value      map[string]any // decoded object (set when extraction succeeded)
-	Violations []Violation    // sorted; always non-nil (empty when Valid)
-	Evidence   []Evidence     // for accepted snippets; always non-nil
+	Valid bool
+	// JSON is the accepted object's bytes (set when extraction succeeded),
+	// read only: it may share the content string's memory.
+	JSON       []byte
+	Violations []Violation // sorted; always non-nil (empty when Valid)
+	Evidence   []Evidence  // for accepted snippets; always non-nil
 }
 
 // Check judges one output: extraction, then schema, then policies. All
 // violations found are reported (policies run even when the schema fails,
 // so one review shows every reason), sorted and deduplicated.
+//
+// The decoded output never leaves Check (policies must not retain it), so
+// when the fast schema path accepts it, its maps, arrays and strings are
+// kept for the contract's next check. Any other verdict leaves them to the
+// collector: the library and violation messages are not held to that.
 func (c *Contract) Check(content string, s *Subject) Result {
 	res := Result{Evidence: []Evidence{}}
-	ex, vs := Extract(content, c.Mode, c.Limits, c.HasTextProperty)
+	sc, _ := c.scratch.Get().(*decodeScratch)
+	if sc == nil {
+		sc = new(decodeScratch)
+	}
+	ex, vs := extract(content, c.Mode, c.Limits, c.HasTextProperty, sc)
 	if len(vs) > 0 {
 		res.Violations = SortViolations(vs)
 		return res
 	}
-	res.JSON, res.Value = ex.JSON, ex.Value
-	vs = c.Schema.Validate(ex.Value)
+	res.JSON = ex.JSON
+	vs, library := c.Schema.validate(ex.Value)
 	if s == nil {
 		s = &Subject{}
 	}
@@ -56,5 +69,8 @@ func (c *Contract) Check(content string, s *Subject) Result {
 		res.Violations = []Violation{} // a list in check output, audit and review, never null
 	}
 	res.Valid = len(res.Violations) == 0
+	if res.Valid && !library && sc.reset() {
+		c.scratch.Put(sc)
+	}
 	return res
 }

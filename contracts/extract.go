@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/kaptinlin/jsonrepair"
 )
@@ -28,7 +29,9 @@ const DefaultMaxDepth = 64
 
 // Extracted is an accepted JSON object.
 type Extracted struct {
-	JSON  []byte         // the object's exact bytes (for repair: the repaired JSON)
+	// JSON is the object's exact bytes (for repair: the repaired JSON). It
+	// may share the content string's memory: read only.
+	JSON  []byte
 	Value map[string]any // decoded; numbers are json.Number
 }
 
@@ -47,6 +50,11 @@ const maxRepairBytes = 32 << 10
 // of parse violations (path ""). hasTextProperty disables the lenient
 // {"text": …} unwrapping for schemas that declare a top-level "text".
 func Extract(content string, mode Mode, lim Limits, hasTextProperty bool) (Extracted, []Violation) {
+	return extract(content, mode, lim, hasTextProperty, nil)
+}
+
+// extract is Extract decoding into sc's storage (nil: fresh).
+func extract(content string, mode Mode, lim Limits, hasTextProperty bool, sc *decodeScratch) (Extracted, []Violation) {
 	if lim.MaxBytes > 0 && len(content) > lim.MaxBytes {
 		return rejectParse(parseViolation(RuleTooLarge, fmt.Sprintf("output is %d bytes, over the limit of %d", len(content), lim.MaxBytes)))
 	}
@@ -56,7 +64,7 @@ func Extract(content string, mode Mode, lim Limits, hasTextProperty bool) (Extra
 	if !utf8.ValidString(content) {
 		return rejectParse(parseViolation(RuleInvalidUTF8, fmt.Sprintf("output is not valid UTF-8 (at byte %d)", invalidUTF8At(content))))
 	}
-	x := extractor{maxDepth: lim.MaxDepth, repair: mode == ModeRepair}
+	x := extractor{maxDepth: lim.MaxDepth, repair: mode == ModeRepair, sc: sc}
 	if x.maxDepth <= 0 {
 		x.maxDepth = DefaultMaxDepth
 	}
@@ -84,14 +92,20 @@ type extractor struct {
 	maxDepth int
 	repair   bool
 	fail     *Violation // the most informative failure so far (lenient)
+	sc       *decodeScratch
 }
+
+// readOnlyBytes is s's memory as a byte slice, without the copy a
+// conversion makes: the decoder only reads its input, and Extracted.JSON is
+// read only.
+func readOnlyBytes(s string) []byte { return unsafe.Slice(unsafe.StringData(s), len(s)) }
 
 // strict accepts one object with only JSON whitespace around it; failures are
 // classified so the rule tells the prompt author what the model did.
 func (x *extractor) strict(content string) (Extracted, []Violation) {
 	t, base := trimWS(content)
-	b := []byte(t)
-	v, n, viol := decodeValue(b, base, x.maxDepth)
+	b := readOnlyBytes(t)
+	v, n, viol := decodeValueInto(b, base, x.maxDepth, x.sc)
 	switch {
 	case viol == nil && n == len(b):
 		if m, ok := v.(map[string]any); ok {
@@ -139,8 +153,8 @@ func (x *extractor) lenient(text string, wrapperOK bool) (Extracted, []Violation
 		return rejectParse(parseViolation(RuleEmptyOutput, `the {"text": …} wrapper's string is empty`))
 	}
 	t, base := trimWS(text)
-	whole := []byte(t)
-	v, n, viol := decodeValue(whole, base, x.maxDepth)
+	whole := readOnlyBytes(t)
+	v, n, viol := decodeValueInto(whole, base, x.maxDepth, x.sc)
 	switch {
 	case viol == nil && n == len(whole):
 		m, ok := v.(map[string]any)
@@ -168,7 +182,7 @@ func (x *extractor) lenient(text string, wrapperOK bool) (Extracted, []Violation
 		if c == "" {
 			return Extracted{}, false
 		}
-		b := []byte(c)
+		b := readOnlyBytes(c)
 		m, viol := x.decode(b, off+lead)
 		if viol == nil {
 			return Extracted{JSON: b, Value: m}, true
@@ -220,7 +234,7 @@ func (x *extractor) lenient(text string, wrapperOK bool) (Extracted, []Violation
 
 // decode decodes one candidate object, noting why it failed.
 func (x *extractor) decode(b []byte, base int) (map[string]any, *Violation) {
-	v, n, viol := decodeValue(b, base, x.maxDepth)
+	v, n, viol := decodeValueInto(b, base, x.maxDepth, x.sc)
 	if viol == nil {
 		m, ok := v.(map[string]any)
 		switch {

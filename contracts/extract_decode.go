@@ -38,10 +38,17 @@ func decodeObject(b []byte, maxDepth int) (map[string]any, *Violation) {
 // business. base is added to byte offsets in messages so they refer to the
 // whole output rather than to the candidate slice.
 func decodeValue(b []byte, base, maxDepth int) (v any, n int, viol *Violation) {
+	return decodeValueInto(b, base, maxDepth, nil)
+}
+
+// decodeValueInto is decodeValue building the value's containers, strings
+// and boxes from sc (nil: fresh ones), see decodeScratch.
+func decodeValueInto(b []byte, base, maxDepth int, sc *decodeScratch) (v any, n int, viol *Violation) {
 	if maxDepth <= 0 {
 		maxDepth = DefaultMaxDepth
 	}
 	d := objDecoderPool.Get().(*objDecoder)
+	d.sc = sc
 	// A *bytes.Buffer source lets jsontext parse b in place, without copying.
 	d.buf = *bytes.NewBuffer(b)
 	d.dec.Reset(&d.buf, decodeOpts)
@@ -51,6 +58,7 @@ func decodeValue(b []byte, base, maxDepth int) (v any, n int, viol *Violation) {
 	// Drop every reference into b and the decoded values before pooling.
 	d.buf = bytes.Buffer{}
 	d.dec.Reset(&d.buf, decodeOpts)
+	d.sc = nil
 	objDecoderPool.Put(d)
 	return v, n, viol
 }
@@ -70,6 +78,90 @@ type objDecoder struct {
 	arena []byte
 	slab  []string // boxed strings and numbers (see box)
 	size  int      // of the input, to size arena and slab chunks
+	sc    *decodeScratch
+}
+
+// decodeScratch is the storage of one decoded value kept for the next
+// decode: its maps (cleared), arrays, string arena and box slab. A contract
+// keeps one per concurrent check and hands it back only once nothing can
+// see the value any more (Contract.Check, on the valid path), so a
+// contract's outputs, which mostly have the same shape, are decoded
+// without allocating. Within one check the cursors only move forward, so
+// several decodes (lenient candidates, a {"text": …} wrapper's string) never
+// share storage.
+type decodeScratch struct {
+	maps   []map[string]any // in the order objects closed
+	arrays [][]any
+	nm, na int // handed out so far
+	arena  []byte
+	slab   []string
+}
+
+// Bounds on what a scratch keeps: a rare huge output's storage is left to
+// the collector rather than held for every later check.
+const (
+	scratchMaxMap   = 256      // members
+	scratchMaxBytes = 64 << 10 // arena
+	scratchMaxItems = 4096     // maps, arrays, array elements, boxes
+)
+
+// reset makes sc's storage reusable: every value decoded from it must be
+// unreachable by now. It reports whether sc is worth keeping.
+func (sc *decodeScratch) reset() bool {
+	for i, m := range sc.maps[:sc.nm] {
+		if len(m) > scratchMaxMap {
+			sc.maps[i] = nil
+			continue
+		}
+		clear(m)
+	}
+	items := len(sc.maps) + len(sc.arrays) + cap(sc.slab)
+	for i, a := range sc.arrays[:sc.na] {
+		clear(a[:cap(a)])
+		items += cap(a)
+		if cap(a) > scratchMaxItems {
+			sc.arrays[i] = nil
+		}
+	}
+	clear(sc.slab)
+	sc.nm, sc.na, sc.arena, sc.slab = 0, 0, sc.arena[:0], sc.slab[:0]
+	return items <= scratchMaxItems && cap(sc.arena) <= scratchMaxBytes
+}
+
+// mapFor returns an empty map for an object of about n members.
+func (d *objDecoder) mapFor(n int) map[string]any {
+	sc := d.sc
+	if sc == nil {
+		return make(map[string]any, n)
+	}
+	if sc.nm == len(sc.maps) {
+		sc.maps = append(sc.maps, nil)
+	}
+	m := sc.maps[sc.nm]
+	if m == nil {
+		m = make(map[string]any, n)
+		sc.maps[sc.nm] = m
+	}
+	sc.nm++
+	return m
+}
+
+// arrayFor returns an array of n elements, to be overwritten.
+func (d *objDecoder) arrayFor(n int) []any {
+	sc := d.sc
+	if sc == nil {
+		return make([]any, n) // non-nil even when empty: [] stays []
+	}
+	if sc.na == len(sc.arrays) {
+		sc.arrays = append(sc.arrays, nil)
+	}
+	a := sc.arrays[sc.na]
+	if cap(a) < n || a == nil {
+		a = make([]any, n, max(n, 4))
+		sc.arrays[sc.na] = a
+	}
+	sc.na++
+	return a[:n]
 }
 
 // openMember is one member of an open object, kept until the object closes so
@@ -103,7 +195,15 @@ const smallObject = 16
 func (d *objDecoder) run(base, maxDepth int) (any, *Violation) {
 	st := d.stack[:0]
 	d.arena, d.slab = nil, nil
+	if d.sc != nil {
+		d.arena, d.slab = d.sc.arena, d.sc.slab
+	}
 	defer func() {
+		if d.sc != nil {
+			// The chunks in use now, whose unused tails the next decode
+			// of this check continues in.
+			d.sc.arena, d.sc.slab = d.arena, d.slab
+		}
 		// Popped frames linger past len(st); vals and mems are cleared as
 		// they shrink.
 		clear(st[:cap(st)])
@@ -157,7 +257,7 @@ func (d *objDecoder) run(base, maxDepth int) (any, *Violation) {
 				st = st[:len(st)-1]
 			case ']':
 				f := st[len(st)-1]
-				a := make([]any, f.n) // non-nil even when empty: [] stays []
+				a := d.arrayFor(f.n)
 				copy(a, d.vals[f.start:])
 				clear(d.vals[f.start:])
 				d.vals = d.vals[:f.start]
@@ -206,7 +306,7 @@ func (d *objDecoder) addMember(f *decodeFrame, v any) bool {
 		f.n++
 		return true
 	}
-	f.obj = make(map[string]any, 2*smallObject)
+	f.obj = d.mapFor(2 * smallObject)
 	for _, m := range mems {
 		f.obj[m.name] = m.val
 	}
@@ -222,7 +322,7 @@ func (d *objDecoder) closeObject(f *decodeFrame) map[string]any {
 		return f.obj
 	}
 	mems := d.mems[f.start:]
-	m := make(map[string]any, len(mems))
+	m := d.mapFor(len(mems))
 	for _, e := range mems {
 		m[e.name] = e.val
 	}
@@ -232,7 +332,8 @@ func (d *objDecoder) closeObject(f *decodeFrame) map[string]any {
 }
 
 // str copies a raw number, or a raw string unquoted, into the arena. The
-// arena is fresh per decode and never written twice, so strings may alias it.
+// arena is fresh per decode (or per check, with a scratch) and never written
+// twice while its strings are reachable, so strings may alias it.
 func (d *objDecoder) str(raw []byte, quoted bool) string {
 	n := len(raw) // unquoting never lengthens
 	if cap(d.arena)-len(d.arena) < n {
@@ -254,7 +355,8 @@ func (d *objDecoder) str(raw []byte, quoted bool) string {
 // box returns s as an interface value of type typ (string or json.Number,
 // whose representations are the same). Converting a string to an
 // interface allocates its header on its own; here headers are carved from
-// a slab instead, fresh per decode and never written again once boxed,
+// a slab instead, fresh per decode (a scratch's is reused only once every
+// value boxed in it is unreachable) and never written again once boxed,
 // which is what the conversion guarantees too: one allocation for a few
 // dozen values. The interface's data word points into the slab, which
 // keeps the slab alive as long as any value from it is.

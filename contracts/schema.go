@@ -224,12 +224,18 @@ func (s *Schema) Doc() map[string]any { return s.raw }
 // Validate judges a decoded instance and returns only the violations that
 // make it invalid, unsorted.
 func (s *Schema) Validate(v any) []Violation {
+	vs, _ := s.validate(v)
+	return vs
+}
+
+// validate is Validate, also reporting whether the library ran.
+func (s *Schema) validate(v any) ([]Violation, bool) {
 	// Fast path (fastschema.go): a valid verdict from it is the library's;
 	// otherwise the library runs and names the violations.
 	if s.fast != nil && s.fast.valid(v) {
-		return nil
+		return nil, false
 	}
-	return s.validateLibrary(v)
+	return s.validateLibrary(v), true
 }
 
 // validateLibrary judges v with the JSON Schema library alone.
