@@ -6,8 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	jsonv2 "github.com/go-json-experiment/json"
-	"github.com/go-json-experiment/json/jsontext"
 	"io"
 	"math"
 	"math/rand/v2"
@@ -223,62 +221,6 @@ func (c *Caller) once(ctx context.Context, u *config.Upstream, body []byte, hdr 
 	}
 	comp.Status = resp.StatusCode
 	return comp, nil, 0
-}
-
-// wireCompletion is the part of a chat completion the pipeline reads.
-// Decoding it with json v2 costs a fraction of encoding/json into
-// go-openai's types (whose message type decodes itself twice); the result
-// is then presented as go-openai's ChatCompletionResponse.
-type wireCompletion struct {
-	ID                string `json:"id"`
-	Object            string `json:"object"`
-	Created           int64  `json:"created"`
-	Model             string `json:"model"`
-	SystemFingerprint string `json:"system_fingerprint"`
-	Choices           []struct {
-		Message struct {
-			Role    string  `json:"role"`
-			Content *string `json:"content"`
-			Refusal *string `json:"refusal"`
-		} `json:"message"`
-		FinishReason *string `json:"finish_reason"`
-	} `json:"choices"`
-	Usage *struct {
-		PromptTokens     int `json:"prompt_tokens"`
-		CompletionTokens int `json:"completion_tokens"`
-		TotalTokens      int `json:"total_tokens"`
-	} `json:"usage"`
-}
-
-// wireOptions: like encoding/json, invalid UTF-8 in strings becomes U+FFFD
-// rather than failing the reply, and duplicate names are tolerated; unknown
-// members are ignored.
-var wireOptions = jsonv2.JoinOptions(jsontext.AllowInvalidUTF8(true), jsontext.AllowDuplicateNames(true))
-
-func readCompletion(data []byte) (*Completion, bool) {
-	var w wireCompletion
-	if err := jsonv2.Unmarshal(data, &w, wireOptions); err != nil || len(w.Choices) == 0 || w.Object == "chat.completion.chunk" {
-		return nil, false
-	}
-	ch := w.Choices[0]
-	c := &Completion{}
-	if ch.Message.Content != nil {
-		c.Output = *ch.Message.Content
-	}
-	if ch.Message.Refusal != nil {
-		c.Refusal = *ch.Message.Refusal
-	}
-	if ch.FinishReason != nil {
-		c.Finish = *ch.FinishReason
-	}
-	c.Resp = openai.ChatCompletionResponse{ID: w.ID, Object: w.Object, Created: w.Created, Model: w.Model,
-		SystemFingerprint: w.SystemFingerprint,
-		Choices: []openai.ChatCompletionChoice{{Message: openai.ChatCompletionMessage{Role: ch.Message.Role,
-			Content: c.Output, Refusal: c.Refusal}, FinishReason: openai.FinishReason(c.Finish)}}}
-	if w.Usage != nil {
-		c.Resp.Usage = openai.Usage{PromptTokens: w.Usage.PromptTokens, CompletionTokens: w.Usage.CompletionTokens, TotalTokens: w.Usage.TotalTokens}
-	}
-	return c, true
 }
 
 func transportError(err error, ctx context.Context) *UpstreamError {

@@ -1,0 +1,327 @@
+package proxy
+
+import (
+	"bytes"
+	"io"
+	"strconv"
+	"sync"
+	"unsafe"
+
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
+	openai "github.com/sashabaranov/go-openai"
+)
+
+// The upstream reply is read with one token walk into the fields the
+// pipeline uses; it reads exactly what json v2 unmarshalling into the
+// fields' struct with wireOptions reads (FuzzReadCompletionAgrees holds it
+// to that): a member of the wrong type fails the reply, null is the zero
+// value, a repeated member is read again over the first (objects merge,
+// arrays start over), unknown members are skipped. Without reflection it
+// costs a third of the allocations, and every string it keeps shares one
+// buffer.
+
+// wireOptions: like encoding/json, invalid UTF-8 in strings becomes U+FFFD
+// rather than failing the reply, and duplicate names are tolerated.
+var wireOptions = jsonv2.JoinOptions(jsontext.AllowInvalidUTF8(true), jsontext.AllowDuplicateNames(true))
+
+// replyReader is the pooled state of one read.
+type replyReader struct {
+	buf  bytes.Buffer
+	dec  jsontext.Decoder
+	strs [numStrs][]byte // raw, until the walk ends; nil: absent or null
+}
+
+// The strings a reply keeps.
+const (
+	strID = iota
+	strObject
+	strModel
+	strFingerprint
+	strRole
+	strContent
+	strRefusal
+	strFinish
+	numStrs
+	strDrop = -1 // a string of a later choice: checked, not kept
+)
+
+var replyReaderPool = sync.Pool{New: func() any { return new(replyReader) }}
+
+// errReply ends a walk on a reply json v2 would not unmarshal.
+type errReply struct{}
+
+func readCompletion(data []byte) (*Completion, bool) {
+	r := replyReaderPool.Get().(*replyReader)
+	r.buf = *bytes.NewBuffer(data) // parsed in place
+	r.dec.Reset(&r.buf, wireOptions)
+	var (
+		created, choices int64
+		usage            *openai.Usage
+		s                [numStrs]string
+	)
+	ok := r.reply(&created, &choices, &usage)
+	if ok {
+		r.unquote(&s)
+	}
+	r.strs = [numStrs][]byte{}
+	r.buf = bytes.Buffer{}
+	r.dec.Reset(&r.buf, wireOptions)
+	replyReaderPool.Put(r)
+	if !ok || choices == 0 || s[strObject] == "chat.completion.chunk" {
+		return nil, false
+	}
+	c := &Completion{Output: s[strContent], Refusal: s[strRefusal], Finish: s[strFinish]}
+	c.Resp = openai.ChatCompletionResponse{ID: s[strID], Object: s[strObject], Created: created, Model: s[strModel],
+		SystemFingerprint: s[strFingerprint],
+		Choices: []openai.ChatCompletionChoice{{Message: openai.ChatCompletionMessage{Role: s[strRole],
+			Content: c.Output, Refusal: c.Refusal}, FinishReason: openai.FinishReason(c.Finish)}}}
+	if usage != nil {
+		c.Resp.Usage = *usage
+	}
+	return c, true
+}
+
+// reply reads the whole input: one value (an object, or null) and nothing
+// after it.
+func (r *replyReader) reply(created, choices *int64, usage **openai.Usage) (ok bool) {
+	defer func() {
+		if e := recover(); e != nil {
+			if _, is := e.(errReply); !is {
+				panic(e)
+			}
+			ok = false
+		}
+	}()
+	var u openai.Usage
+	r.object(func(name []byte) {
+		switch string(name) {
+		case "id":
+			r.str(strID)
+		case "object":
+			r.str(strObject)
+		case "model":
+			r.str(strModel)
+		case "system_fingerprint":
+			r.str(strFingerprint)
+		case "created":
+			*created = r.int()
+		case "choices":
+			*choices = r.choices()
+		case "usage":
+			if r.null() {
+				*usage, u = nil, openai.Usage{}
+				return
+			}
+			*usage = &u // a repeated usage object merges into the first
+			r.object(func(name []byte) {
+				switch string(name) {
+				case "prompt_tokens":
+					u.PromptTokens = int(r.int())
+				case "completion_tokens":
+					u.CompletionTokens = int(r.int())
+				case "total_tokens":
+					u.TotalTokens = int(r.int())
+				default:
+					r.skip()
+				}
+			})
+		default:
+			r.skip()
+		}
+	})
+	if _, err := r.dec.ReadToken(); err != io.EOF {
+		panic(errReply{})
+	}
+	return true
+}
+
+// choices reads the choices array and returns its length; only the first
+// element is kept, the others must still have the right types. A repeated
+// choices member replaces the first.
+func (r *replyReader) choices() int64 {
+	r.strs[strRole], r.strs[strContent], r.strs[strRefusal], r.strs[strFinish] = nil, nil, nil, nil
+	if r.null() {
+		return 0
+	}
+	r.expect('[')
+	n := int64(0)
+	for r.dec.PeekKind() != ']' {
+		r.choice(n == 0)
+		n++
+	}
+	r.expect(']')
+	return n
+}
+
+// choice reads one element of choices, keeping its strings if keep.
+func (r *replyReader) choice(keep bool) {
+	slot := func(i int) int {
+		if keep {
+			return i
+		}
+		return strDrop
+	}
+	r.object(func(name []byte) {
+		switch string(name) {
+		case "message":
+			if r.null() {
+				if keep {
+					r.strs[strRole], r.strs[strContent], r.strs[strRefusal] = nil, nil, nil
+				}
+				return
+			}
+			r.object(func(name []byte) {
+				switch string(name) {
+				case "role":
+					r.str(slot(strRole))
+				case "content":
+					r.str(slot(strContent))
+				case "refusal":
+					r.str(slot(strRefusal))
+				default:
+					r.skip()
+				}
+			})
+		case "finish_reason":
+			r.str(slot(strFinish))
+		default:
+			r.skip()
+		}
+	})
+}
+
+// object reads an object, calling member with each name for it to read the
+// value; null, like json v2 into a struct that is no pointer's, reads
+// nothing.
+func (r *replyReader) object(member func(name []byte)) {
+	if r.null() {
+		return
+	}
+	r.expect('{')
+	for r.dec.PeekKind() != '}' {
+		raw, err := r.dec.ReadValue()
+		if err != nil {
+			panic(errReply{})
+		}
+		name := raw[1 : len(raw)-1]
+		if !plainName(name) {
+			name, _ = jsontext.AppendUnquote(nil, raw) // rare: escapes or non-ASCII
+		}
+		member(name)
+	}
+	r.expect('}')
+}
+
+// plainName: a name of ASCII without escapes is its own text.
+func plainName(b []byte) bool {
+	for _, c := range b {
+		if c >= 0x80 || c == '\\' {
+			return false
+		}
+	}
+	return true
+}
+
+// null reads a null if one comes next.
+func (r *replyReader) null() bool {
+	if r.dec.PeekKind() != 'n' {
+		return false
+	}
+	if _, err := r.dec.ReadToken(); err != nil {
+		panic(errReply{})
+	}
+	return true
+}
+
+// expect reads a delimiter token of kind k.
+func (r *replyReader) expect(k jsontext.Kind) {
+	if r.dec.PeekKind() != k {
+		panic(errReply{})
+	}
+	if _, err := r.dec.ReadToken(); err != nil {
+		panic(errReply{})
+	}
+}
+
+func (r *replyReader) skip() {
+	if err := r.dec.SkipValue(); err != nil {
+		panic(errReply{})
+	}
+}
+
+// str reads a string or null (absent, "") into slot i. The text is
+// unquoted when the walk ends.
+func (r *replyReader) str(i int) {
+	var raw []byte
+	if !r.null() {
+		if r.dec.PeekKind() != '"' {
+			panic(errReply{})
+		}
+		var err error
+		if raw, err = r.dec.ReadValue(); err != nil {
+			panic(errReply{})
+		}
+	}
+	if i != strDrop {
+		r.strs[i] = raw
+	}
+}
+
+// int reads an integer or null (0) as json v2 reads it into an int64:
+// digits only, no fraction or exponent, within range.
+func (r *replyReader) int() int64 {
+	if r.null() {
+		return 0
+	}
+	if r.dec.PeekKind() != '0' {
+		panic(errReply{})
+	}
+	raw, err := r.dec.ReadValue()
+	if err != nil {
+		panic(errReply{})
+	}
+	digits := raw
+	if len(digits) > 0 && digits[0] == '-' {
+		digits = digits[1:]
+	}
+	for _, c := range digits {
+		if c < '0' || c > '9' {
+			panic(errReply{})
+		}
+	}
+	n, err := strconv.ParseInt(unsafe.String(unsafe.SliceData(raw), len(raw)), 10, 64)
+	if err != nil {
+		panic(errReply{})
+	}
+	return n
+}
+
+// unquote sets s to the kept strings, all unquoted into one buffer which
+// they then share.
+func (r *replyReader) unquote(s *[numStrs]string) {
+	n := 0
+	for _, raw := range r.strs {
+		n += len(raw)
+	}
+	if n == 0 {
+		return
+	}
+	buf := make([]byte, 0, n)
+	var ends [numStrs]int
+	for i, raw := range r.strs {
+		if raw != nil {
+			// Invalid UTF-8 becomes U+FFFD (and may lengthen the text),
+			// as json v2 reads it with AllowInvalidUTF8.
+			buf, _ = jsontext.AppendUnquote(buf, raw)
+		}
+		ends[i] = len(buf)
+	}
+	start := 0
+	for i, end := range ends {
+		if end > start {
+			s[i] = unsafe.String(&buf[start], end-start)
+		}
+		start = end
+	}
+}
