@@ -21,6 +21,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/contractd/contractd/audit"
 	"github.com/contractd/contractd/config"
@@ -125,7 +126,10 @@ func (t memTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 }
 
 // sinkWriter is the least a ResponseWriter can be: it keeps the status
-// and counts the body, reusing its header map.
+// and counts the body, reusing its header map. It accepts deadlines like
+// net/http's own writer does on a real connection, so that the server's
+// http.ResponseController calls cost what they cost in production (without
+// them each returns a fresh "not supported" error).
 type sinkWriter struct {
 	h      http.Header
 	status int
@@ -136,6 +140,9 @@ func (w *sinkWriter) Header() http.Header         { return w.h }
 func (w *sinkWriter) WriteHeader(status int)      { w.status = status }
 func (w *sinkWriter) Write(b []byte) (int, error) { w.n += len(b); return len(b), nil }
 func (w *sinkWriter) Flush()                      {}
+
+func (w *sinkWriter) SetReadDeadline(time.Time) error  { return nil }
+func (w *sinkWriter) SetWriteDeadline(time.Time) error { return nil }
 
 // BenchmarkContractdHandler is the whole handler (telemetry middleware,
 // routing, the contract pipeline, the answer) per request, with an
