@@ -153,20 +153,26 @@ func (s *Server) attempts(ctx context.Context, r *http.Request, x *exchange, p *
 	hdr := forwardHeaders(r)
 	for i, a := range route.Plan {
 		n := i + 1
-		ab, aerr := p.Build(a)
+		body := newUpstreamBody()
+		ab, aerr := p.build(a, body.b)
 		if aerr != nil {
+			body.done()
 			return nil, aerr
 		}
+		body.b = ab.Body // ab.Body is not used past the call
 		if n == 1 && route.Budget.InputTooLarge(ab.InputTokens) {
+			body.done()
 			return nil, badRequest(CodeInputTooLarge, "messages", "input is %d tokens; route %q allows %d", ab.InputTokens, route.Name, route.Budget.MaxInputTokens)
 		}
 		if route.Budget.Exhausted(spent, ab.InputTokens, route.MaxOutputTokens) {
+			body.done()
 			return v, s.review(x, p, v, CodeBudgetExhausted)
 		}
 		actx, done := s.Telemetry.StartAttempt(ctx, AttemptInfo{Route: route.Name, Model: route.Model, Attempt: n, Temperature: a.Temperature})
 		start := time.Now()
-		comp, err := s.Caller.Call(actx, route.Upstream, ab.Body, hdr)
+		comp, err := s.Caller.call(actx, route.Upstream, body, hdr)
 		latency := time.Since(start)
+		body.done()
 		if err != nil {
 			done(AttemptResult{Err: err})
 			ue, _ := err.(*UpstreamError)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"slices"
 	"sync"
 	"unsafe"
 
@@ -205,8 +206,11 @@ func (e *edit) set() bool { return e.Value != nil || e.Fill != nil }
 // apply rewrites o with edits: replaced members keep their position, new
 // ones are appended in edit order, every other member is copied byte for
 // byte, its name as the client spelled it (escapes kept).
-func (o object) apply(edits []edit) []byte {
-	b := make([]byte, 0, o.sizeAfter(edits))
+func (o object) apply(edits []edit) []byte { return o.applyTo(nil, edits) }
+
+// applyTo is apply writing into dst's memory (grown if too small).
+func (o object) applyTo(dst []byte, edits []edit) []byte {
+	b := slices.Grow(dst[:0], o.sizeAfter(edits))
 	b = append(b, '{')
 	var doneBuf [16]bool // on the stack for the usual few edits
 	done := doneBuf[:]

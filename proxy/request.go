@@ -324,6 +324,11 @@ type attemptBody struct {
 // response_format) and the contract-only ones removed; everything else is
 // forwarded as the client wrote it.
 func (p *Prepared) Build(a retry.Attempt) (*attemptBody, *APIError) {
+	return p.build(a, nil)
+}
+
+// build is Build writing the body into dst's memory (grown if too small).
+func (p *Prepared) build(a retry.Attempt, dst []byte) (*attemptBody, *APIError) {
 	r := p.Route
 	input := p.Input
 	if a.Shorten != nil && r.Prompt.HasUser() {
@@ -406,7 +411,7 @@ func (p *Prepared) Build(a retry.Attempt) (*attemptBody, *APIError) {
 		// only budgets need it (shortening counts what it cuts itself).
 		ab.InputTokens = retry.CountMessages(p.counter, texts)
 	}
-	ab.Body = p.body.apply(p.edits(fill, size, a.Temperature))
+	ab.Body = p.body.applyTo(dst, p.edits(fill, size, a.Temperature))
 	// Only a plan that shortens can send other messages than attempt 1's
 	// (the rendering is the same for the same input): only then are they
 	// hashed, which costs a pass over a large body.

@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -112,6 +111,11 @@ func NewCaller(keys func(u *config.Upstream) string) *Caller {
 // (connect errors, per-call timeouts, 429, 5xx), honouring Retry-After,
 // within ctx's deadline.
 func (c *Caller) Call(ctx context.Context, u *config.Upstream, body []byte, hdr http.Header) (*Completion, error) {
+	return c.call(ctx, u, fixedBody(body), hdr)
+}
+
+// call is Call with the body's readers counted (upstreamBody).
+func (c *Caller) call(ctx context.Context, u *config.Upstream, body *upstreamBody, hdr http.Header) (*Completion, error) {
 	release, err := c.sem.acquire(ctx, u)
 	if err != nil {
 		return nil, &UpstreamError{Timeout: true, Reason: "request deadline passed waiting for an upstream slot"}
@@ -167,12 +171,15 @@ func (c *Caller) backoff(try int, retryAfter time.Duration) time.Duration {
 	return base/2 + rand.N(base/2+1) // jitter: [base/2, base]
 }
 
-func (c *Caller) once(ctx context.Context, u *config.Upstream, body []byte, hdr http.Header) (*Completion, *UpstreamError, time.Duration) {
+func (c *Caller) once(ctx context.Context, u *config.Upstream, body *upstreamBody, hdr http.Header) (*Completion, *UpstreamError, time.Duration) {
 	cctx, cancel := context.WithTimeout(ctx, u.Timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(cctx, http.MethodPost, u.BaseURL+"/chat/completions", bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(cctx, http.MethodPost, u.BaseURL+"/chat/completions", nil)
 	if err != nil {
 		return nil, &UpstreamError{Reason: "bad upstream URL"}, 0
+	}
+	if len(body.b) > 0 {
+		req.Body, req.GetBody, req.ContentLength = body.reader(), body.getBody, int64(len(body.b))
 	}
 	for k, v := range hdr {
 		req.Header[k] = v
