@@ -27,7 +27,7 @@ var sqliteMigrations embed.FS
 // with write(2) before Create returns, so the item is in the kernel's page
 // cache and survives kill -9 or any crash of the process; what it does not
 // survive is a power loss or kernel crash before the log reaches the disk,
-// which the checkpointer's fsync (every second) bounds. FULL would fsync
+// which the checkpointer's fsync (every 100 ms) bounds. FULL would fsync
 // every commit: 1 to several ms that each needs_review answer waited for
 // (docs/benchmarks.md), for a guarantee the product does not promise. New
 // items are group-committed by one writer goroutine, so concurrent
@@ -108,10 +108,14 @@ func openSQLite(ctx context.Context, file string, every time.Duration) (*SQLite,
 }
 
 // checkpointEvery is how often the WAL is copied into the database. A
-// PASSIVE checkpoint never waits for the writer or readers, so it costs the
-// request path nothing; between checkpoints the WAL grows by what one
-// interval writes.
-const checkpointEvery = time.Second
+// PASSIVE checkpoint never waits for the writer or readers, but what it
+// copies and fsyncs shares the machine with them: once a second, at 400
+// needs_review answers a second, a checkpoint copied a few MB and the
+// answers committing beside it waited up to 10-20 ms (p99 +10 ms over no
+// store); every 100 ms each copies a tenth of that and the p99 added fell
+// to under 1 ms (docs/benchmarks.md). An idle store's checkpoint finds
+// nothing to copy and returns at once.
+const checkpointEvery = 100 * time.Millisecond
 
 func (s *SQLite) checkpointer(every time.Duration) {
 	defer close(s.ckptDone)
