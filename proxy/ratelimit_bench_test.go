@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -62,9 +61,8 @@ func benchAllow(b *testing.B, store string, clients int) {
 		work <- struct{}{}
 	}
 	close(work)
-	var mu sync.Mutex
 	var wg sync.WaitGroup
-	lat := make([]time.Duration, 0, b.N)
+	var lat testkit.Latencies
 	cpu := startCPU(b, url)
 	b.ResetTimer()
 	for g := 0; g < clients; g++ {
@@ -81,15 +79,13 @@ func benchAllow(b *testing.B, store string, clients int) {
 				}
 				mine = append(mine, time.Since(t0))
 			}
-			mu.Lock()
-			lat = append(lat, mine...)
-			mu.Unlock()
+			lat.Add(mine...)
 		}()
 	}
 	wg.Wait()
 	b.StopTimer()
 	cpu.report(b)
-	reportLatency(b, lat)
+	lat.Report(b)
 }
 
 // BenchmarkRedisRoundTrip is the floor under the Redis store's step, one
@@ -110,7 +106,7 @@ func BenchmarkRedisRoundTrip(b *testing.B) {
 		defer conn.Close()
 		rd := bufio.NewReader(conn)
 		ping := []byte("*1\r\n$4\r\nPING\r\n")
-		lat := make([]time.Duration, 0, b.N)
+		var lat testkit.Latencies
 		cpu := startCPU(b, url)
 		b.ResetTimer()
 		for i := 0; i < b.N; i++ {
@@ -121,11 +117,11 @@ func BenchmarkRedisRoundTrip(b *testing.B) {
 			if line, err := rd.ReadString('\n'); err != nil || line != "+PONG\r\n" {
 				b.Fatal(line, err)
 			}
-			lat = append(lat, time.Since(t0))
+			lat.Add(time.Since(t0))
 		}
 		b.StopTimer()
 		cpu.report(b)
-		reportLatency(b, lat)
+		lat.Report(b)
 	})
 	store := newRedisStore(url, config.DefaultRateLimitTimeout)
 	defer store.close()
@@ -141,7 +137,7 @@ func BenchmarkRedisRoundTrip(b *testing.B) {
 			if err := v.call(); err != nil {
 				b.Fatal(err)
 			}
-			lat := make([]time.Duration, 0, b.N)
+			var lat testkit.Latencies
 			cpu := startCPU(b, url)
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
@@ -149,11 +145,11 @@ func BenchmarkRedisRoundTrip(b *testing.B) {
 				if err := v.call(); err != nil {
 					b.Fatal(err)
 				}
-				lat = append(lat, time.Since(t0))
+				lat.Add(time.Since(t0))
 			}
 			b.StopTimer()
 			cpu.report(b)
-			reportLatency(b, lat)
+			lat.Report(b)
 		})
 	}
 }
@@ -170,9 +166,8 @@ func BenchmarkRateLimitPaced(b *testing.B) {
 			post, url := rateLimitFront(b, store)
 			const senders = 16
 			every := time.Duration(float64(time.Second) * senders / limitPacedRate)
-			var mu sync.Mutex
 			var wg sync.WaitGroup
-			lat := make([]time.Duration, 0, b.N)
+			var lat testkit.Latencies
 			cpu := startCPU(b, url)
 			b.ResetTimer()
 			begin := time.Now()
@@ -189,15 +184,13 @@ func BenchmarkRateLimitPaced(b *testing.B) {
 						post()
 						mine = append(mine, time.Since(due))
 					}
-					mu.Lock()
-					lat = append(lat, mine...)
-					mu.Unlock()
+					lat.Add(mine...)
 				}()
 			}
 			wg.Wait()
 			b.StopTimer()
 			cpu.report(b)
-			reportLatency(b, lat)
+			lat.Report(b)
 		})
 	}
 }
@@ -209,8 +202,7 @@ const limitPacedRate = 400
 
 func benchRateLimit(b *testing.B, store string, clients int) {
 	post, url := rateLimitFront(b, store)
-	var mu sync.Mutex
-	lat := make([]time.Duration, 0, b.N)
+	var lat testkit.Latencies
 	work := make(chan struct{}, b.N)
 	for i := 0; i < b.N; i++ {
 		work <- struct{}{}
@@ -227,15 +219,13 @@ func benchRateLimit(b *testing.B, store string, clients int) {
 			for range work {
 				mine = append(mine, post())
 			}
-			mu.Lock()
-			lat = append(lat, mine...)
-			mu.Unlock()
+			lat.Add(mine...)
 		}()
 	}
 	wg.Wait()
 	b.StopTimer()
 	cpu.report(b)
-	reportLatency(b, lat)
+	lat.Report(b)
 }
 
 // rateLimitFront is a contract route in front of a fake upstream with the
@@ -332,12 +322,4 @@ func (m *cpuMeter) redisCPU(b *testing.B) time.Duration {
 		}
 	}
 	return sum
-}
-
-func reportLatency(b *testing.B, lat []time.Duration) {
-	slices.Sort(lat)
-	if len(lat) > 0 {
-		b.ReportMetric(float64(lat[len(lat)/2].Nanoseconds())/1e6, "p50-ms")
-		b.ReportMetric(float64(lat[len(lat)*99/100].Nanoseconds())/1e6, "p99-ms")
-	}
 }

@@ -8,10 +8,8 @@ import (
 	"net/url"
 	"path/filepath"
 	"runtime"
-	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -108,8 +106,7 @@ func benchReview(b *testing.B, path, store string, rate int) {
 	if path == "needs_review" {
 		want = 422
 	}
-	var mu sync.Mutex
-	var lat []time.Duration
+	var lat testkit.Latencies
 	const clients = 16
 	// Paced: request i of the run is due at begin + i/rate, taken in order
 	// by whichever client is free (a shared ticket counter).
@@ -145,16 +142,10 @@ func benchReview(b *testing.B, path, store string, rate int) {
 				return
 			}
 		}
-		mu.Lock()
-		lat = append(lat, mine...)
-		mu.Unlock()
+		lat.Add(mine...)
 	})
 	b.StopTimer()
-	slices.Sort(lat)
-	if len(lat) > 0 {
-		b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
-		b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99-ms")
-	}
+	lat.Report(b)
 }
 
 // withPGParam adds a run-time parameter to a URL or keyword/value DSN (pgx

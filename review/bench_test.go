@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"path/filepath"
 	"runtime"
-	"slices"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -41,8 +39,7 @@ func benchCreate(b *testing.B, open func(*testing.B) (review.Store, func() time.
 			defer s.Close()
 			var n atomic.Int64
 			now := time.Now()
-			var mu sync.Mutex
-			var lat []time.Duration
+			var lat testkit.Latencies
 			cpu0 := testkit.ProcessCPU()
 			var srv0 time.Duration
 			if serverCPU != nil {
@@ -61,9 +58,7 @@ func benchCreate(b *testing.B, open func(*testing.B) (review.Store, func() time.
 					}
 					mine = append(mine, time.Since(start))
 				}
-				mu.Lock()
-				lat = append(lat, mine...)
-				mu.Unlock()
+				lat.Add(mine...)
 			}
 			if writers == 1 {
 				i := 0
@@ -76,11 +71,7 @@ func benchCreate(b *testing.B, open func(*testing.B) (review.Store, func() time.
 			if serverCPU != nil {
 				b.ReportMetric(float64((serverCPU()-srv0).Microseconds())/float64(b.N), "server-cpu-µs/op")
 			}
-			slices.Sort(lat)
-			if len(lat) > 0 {
-				b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
-				b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99-ms")
-			}
+			lat.Report(b)
 		})
 	}
 }
