@@ -7,11 +7,10 @@ import (
 	"io"
 	"net/http"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/contractd/contractd/audit"
+	"github.com/contractd/contractd/internal/testkit"
 )
 
 // largeBody is a chat request for route whose one user message is size
@@ -32,21 +31,8 @@ type drainTransport struct{ reply []byte }
 func (t drainTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	_, _ = io.Copy(io.Discard, r.Body)
 	r.Body.Close()
-	return &http.Response{StatusCode: 200, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
-		Header: http.Header{"Content-Type": {"application/json"}}, ContentLength: int64(len(t.reply)),
-		Body: io.NopCloser(bytes.NewReader(t.reply)), Request: r}, nil
+	return testkit.JSONResponse(r, t.reply), nil
 }
-
-// benchWriter keeps the status and counts the body.
-type benchWriter struct {
-	h      http.Header
-	status int
-	n      int
-}
-
-func (w *benchWriter) Header() http.Header         { return w.h }
-func (w *benchWriter) WriteHeader(status int)      { w.status = status }
-func (w *benchWriter) Write(b []byte) (int, error) { w.n += len(b); return len(b), nil }
 
 // BenchmarkLargeBody is one contract-route chat request whose body is
 // 1 MB (and, for scale, 64 KB) of message text: the whole handler with an
@@ -70,10 +56,10 @@ func BenchmarkLargeBody(b *testing.B) {
 	for _, size := range []int{64 << 10, 1 << 20} {
 		name := fmt.Sprintf("%dKB", size>>10)
 		b.Run("handler/"+name, func(b *testing.B) {
-			defer cpuPerOp(b)()
+			defer testkit.CPUPerOp(b)()
 			body := largeBody("free", size)
 			at := bytes.Index(body, []byte(`"content":"`)) + len(`"content":"`)
-			w := &benchWriter{h: http.Header{}}
+			w := testkit.NewSinkWriter()
 			b.SetBytes(int64(len(body)))
 			b.ReportAllocs()
 			for i := 0; b.Loop(); i++ {
@@ -81,16 +67,15 @@ func BenchmarkLargeBody(b *testing.B) {
 				req, _ := http.NewRequestWithContext(context.Background(), http.MethodPost, "/v1/chat/completions", bytes.NewReader(body))
 				req.Header["Content-Type"] = []string{"application/json"}
 				req.Header["Authorization"] = []string{"Bearer client-key-1"}
-				clear(w.h)
-				w.status, w.n = 0, 0
+				w.Reset()
 				h.ServeHTTP(w, req)
-				if w.status != 200 || w.n == 0 {
-					b.Fatalf("HTTP %d, %d bytes", w.status, w.n)
+				if w.Status != 200 || w.N == 0 {
+					b.Fatalf("HTTP %d, %d bytes", w.Status, w.N)
 				}
 			}
 		})
 		b.Run("prepare/"+name, func(b *testing.B) {
-			defer cpuPerOp(b)()
+			defer testkit.CPUPerOp(b)()
 			body := largeBody("free", size)
 			b.SetBytes(int64(len(body)))
 			b.ReportAllocs()
@@ -104,22 +89,5 @@ func BenchmarkLargeBody(b *testing.B) {
 				}
 			}
 		})
-	}
-}
-
-// cpuPerOp reports the process's CPU time (user and system) per op as
-// cpu-ns/op: call it at the start of a benchmark, and the function it
-// returns at the end.
-func cpuPerOp(b *testing.B) func() {
-	cpu := func() time.Duration {
-		var ru syscall.Rusage
-		if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-			b.Fatal(err)
-		}
-		return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-	}
-	start := cpu()
-	return func() {
-		b.ReportMetric(float64(cpu()-start)/float64(b.N), "cpu-ns/op")
 	}
 }

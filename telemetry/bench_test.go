@@ -89,7 +89,7 @@ func benchVariant(b *testing.B, name string) {
 		if v.name == name {
 			h := newBenchHarness(b, v)
 			b.ReportAllocs()
-			defer cpuPerOp(b)()
+			defer testkit.CPUPerOp(b)()
 			for b.Loop() {
 				serveOne(b, h.handler)
 			}
@@ -126,7 +126,7 @@ func upstreamCall(b *testing.B) func() {
 func BenchmarkUpstreamBaseline(b *testing.B) {
 	call := upstreamCall(b)
 	b.ReportAllocs()
-	defer cpuPerOp(b)()
+	defer testkit.CPUPerOp(b)()
 	for b.Loop() {
 		call()
 	}
@@ -186,16 +186,4 @@ func median(v []float64) float64 {
 		return s[len(s)/2]
 	}
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2
-}
-
-// cpuPerOp reports the process's CPU time (user + system, every thread:
-// proxy, fake upstream, client, GC) per operation as cpu-ns/op; it is far
-// less disturbed than wall time by other load on a shared machine.
-func cpuPerOp(b *testing.B) func() {
-	start := testkit.ProcessCPU()
-	return func() {
-		if b.N > 0 {
-			b.ReportMetric(float64(testkit.ProcessCPU()-start)/float64(b.N), "cpu-ns/op")
-		}
-	}
 }

@@ -21,11 +21,11 @@ import (
 	"os"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/contractd/contractd/audit"
 	"github.com/contractd/contractd/config"
 	"github.com/contractd/contractd/contracts"
+	"github.com/contractd/contractd/internal/testkit"
 	"github.com/contractd/contractd/proxy"
 	"github.com/contractd/contractd/telemetry"
 )
@@ -120,29 +120,8 @@ type memTransport struct{ m *mockUpstream }
 func (t memTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	body, _ := t.m.reply(r.Body)
 	r.Body.Close()
-	return &http.Response{StatusCode: 200, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
-		Header: http.Header{"Content-Type": {"application/json"}}, ContentLength: int64(len(body)),
-		Body: io.NopCloser(bytes.NewReader(body)), Request: r}, nil
+	return testkit.JSONResponse(r, body), nil
 }
-
-// sinkWriter is the least a ResponseWriter can be: it keeps the status
-// and counts the body, reusing its header map. It accepts deadlines like
-// net/http's own writer does on a real connection, so that the server's
-// http.ResponseController calls cost what they cost in production (without
-// them each returns a fresh "not supported" error).
-type sinkWriter struct {
-	h      http.Header
-	status int
-	n      int
-}
-
-func (w *sinkWriter) Header() http.Header         { return w.h }
-func (w *sinkWriter) WriteHeader(status int)      { w.status = status }
-func (w *sinkWriter) Write(b []byte) (int, error) { w.n += len(b); return len(b), nil }
-func (w *sinkWriter) Flush()                      {}
-
-func (w *sinkWriter) SetReadDeadline(time.Time) error  { return nil }
-func (w *sinkWriter) SetWriteDeadline(time.Time) error { return nil }
 
 // BenchmarkContractdHandler is the whole handler (telemetry middleware,
 // routing, the contract pipeline, the answer) per request, with an
@@ -165,16 +144,15 @@ func BenchmarkContractdHandler(b *testing.B) {
 			b.ReportAllocs()
 			b.ResetTimer()
 			b.RunParallel(func(pb *testing.PB) {
-				w := &sinkWriter{h: http.Header{}}
+				w := testkit.NewSinkWriter()
 				ctx := context.Background()
 				for pb.Next() {
 					req, _ := http.NewRequestWithContext(ctx, http.MethodPost, e.path, bytes.NewReader(e.body))
 					req.Header["Content-Type"] = []string{"application/json"}
-					clear(w.h)
-					w.status, w.n = 0, 0
+					w.Reset()
 					h.ServeHTTP(w, req)
-					if w.status != 200 || w.n == 0 {
-						b.Errorf("HTTP %d, %d bytes", w.status, w.n)
+					if w.Status != 200 || w.N == 0 {
+						b.Errorf("HTTP %d, %d bytes", w.Status, w.N)
 						return
 					}
 				}

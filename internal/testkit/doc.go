@@ -5,7 +5,9 @@
 // classifier prompt of the test configs (testdata/prompts at the module
 // root), a builder and runner of the contractd binary (with the go
 // command of the running toolchain), the process's CPU time for
-// benchmarks, a goroutine leak check, and small request helpers.
+// benchmarks (and per op), a counting ResponseWriter and an in-memory
+// upstream response for handler benchmarks, a goroutine leak check, and
+// small request helpers.
 //
 // It lives in non-_test files only so that other packages' tests can
 // import it. Only _test.go files may import it; TestOnlyTestsImport keeps

@@ -3,6 +3,7 @@ package testkit_test
 import (
 	"context"
 	"go/parser"
+	"io"
 	"go/token"
 	"io/fs"
 	"net/http"
@@ -105,6 +106,43 @@ func TestAuditSinks(t *testing.T) {
 	b.Write([]byte("not json\n"))
 	if evs := b.WaitAuditEvents(t, 1); len(evs) != 1 || evs[0].RequestID != "req_2" {
 		t.Errorf("SyncBuffer: %+v", evs)
+	}
+}
+
+// A SinkWriter takes what a handler writes through ResponseController
+// (deadlines, flushes) without an error, as a connection's writer does,
+// and an in-memory JSONResponse reads back as sent.
+func TestSinkWriterAndJSONResponse(t *testing.T) {
+	w := testkit.NewSinkWriter()
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rc := http.NewResponseController(w)
+		if err := rc.SetReadDeadline(time.Now().Add(time.Second)); err != nil {
+			t.Errorf("SetReadDeadline: %v", err)
+		}
+		if err := rc.SetWriteDeadline(time.Now().Add(time.Second)); err != nil {
+			t.Errorf("SetWriteDeadline: %v", err)
+		}
+		w.Header().Set("X-A", "1")
+		w.WriteHeader(201)
+		_, _ = w.Write([]byte("hello"))
+		if err := rc.Flush(); err != nil {
+			t.Errorf("Flush: %v", err)
+		}
+	})
+	req, _ := http.NewRequest(http.MethodPost, "/", nil)
+	h.ServeHTTP(w, req)
+	if w.Status != 201 || w.N != 5 || w.H.Get("X-A") != "1" {
+		t.Errorf("after a request: %d, %d bytes, %v", w.Status, w.N, w.H)
+	}
+	w.Reset()
+	if w.Status != 0 || w.N != 0 || len(w.H) != 0 || w.H == nil {
+		t.Errorf("after Reset: %d, %d bytes, %v", w.Status, w.N, w.H)
+	}
+	resp := testkit.JSONResponse(req, []byte(`{"a":1}`))
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "application/json" ||
+		resp.ContentLength != 7 || string(body) != `{"a":1}` || resp.Request != req {
+		t.Errorf("JSONResponse: %+v %s", resp, body)
 	}
 }
 
