@@ -67,9 +67,10 @@ bench-ratelimit:
 	cd proxy && for i in 1 2 3 4 5; do ../bin/proxy.test -test.run '^$$' -test.bench 'RateLimitPath/(memory|redis)/c=16' -test.benchtime 3000x -test.cpu 1; done
 
 # One contractd replica against three on one PostgreSQL (the built binary,
-# three interleaved rounds; docs/benchmarks.md).
+# by absolute path: go test runs in ./e2e; three interleaved rounds;
+# docs/benchmarks.md).
 bench-replicas: build
-	CONTRACTD_E2E_BIN=$(BIN)/contractd $(GO) test -run '^$$' -bench Replicas -benchtime 3000x ./e2e/
+	CONTRACTD_E2E_BIN=$(CURDIR)/$(BIN)/contractd $(GO) test -run '^$$' -bench Replicas -benchtime 3000x ./e2e/
 # contractd replay: per core (outputs per CPU-second, in process and the
 # binary at GOMAXPROCS=1) against the judge alone, and the binary's peak RSS
 # over 10k and 1M-line audits generated in a temp dir (docs/benchmarks.md).
