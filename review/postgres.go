@@ -500,47 +500,59 @@ func (s *Postgres) Resolve(ctx context.Context, id string, r Resolve) (*Item, er
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := s.opCtx(ctx)
-	defer cancel()
-	var it *Item
-	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	return s.itemTx(ctx, "resolve", id, func(ctx context.Context, tx pgx.Tx) (*Item, error) {
 		if len(r.Attempts) > 0 {
 			if _, err := pgAppend(ctx, tx, id, r.Attempts); err != nil {
-				return err
+				return nil, err
 			}
 		}
 		// The conditional update is what makes exactly one resolution win:
 		// a concurrent one waits for this row lock, then finds the row no
 		// longer pending and updates nothing.
-		var err error
-		it, err = scanItem(tx.QueryRow(ctx, `UPDATE reviews SET status = $1, resolved_ns = $2, resolution = $3
+		it, err := scanItem(tx.QueryRow(ctx, `UPDATE reviews SET status = $1, resolved_ns = $2, resolution = $3
 			WHERE id = $4 AND status = 'pending' RETURNING `+itemColumns+`, request`,
 			string(r.Status), r.At.UnixNano(), string(res), id), true)
 		if errors.Is(err, pgx.ErrNoRows) {
-			return pgMissingOrResolved(ctx, tx, id)
+			return nil, pgMissingOrResolved(ctx, tx, id)
 		}
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if r.Webhook {
 			now := time.Now().UnixNano()
 			if _, err := tx.Exec(ctx, `INSERT INTO webhook_outbox (id, type, review_id, body, created_ns, next_ns) VALUES ($1, $2, $3, $4, $5, $5)`,
 				newID(), EventResolved, id, WebhookBody(EventResolved, it), now); err != nil {
-				return err
+				return nil, err
 			}
 		}
 		if _, err := tx.Exec(ctx, `UPDATE review_rules SET status = $1 WHERE review_id = $2`, string(r.Status), id); err != nil {
-			return err
+			return nil, err
 		}
 		// Delivered to every listening replica when (and only if) this commits.
-		_, err = tx.Exec(ctx, `SELECT pg_notify($1, $2)`, notifyChannel, id)
+		if _, err := tx.Exec(ctx, `SELECT pg_notify($1, $2)`, notifyChannel, id); err != nil {
+			return nil, err
+		}
+		return it, nil
+	})
+}
+
+// itemTx runs fn in one transaction under the store's deadline (opCtx) and
+// returns its item. ErrNotFound and ErrAlreadyResolved come back as they
+// are, for callers to match; any other error is wrapped with op and id.
+func (s *Postgres) itemTx(ctx context.Context, op, id string, fn func(context.Context, pgx.Tx) (*Item, error)) (*Item, error) {
+	ctx, cancel := s.opCtx(ctx)
+	defer cancel()
+	var it *Item
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var err error
+		it, err = fn(ctx, tx)
 		return err
 	})
 	if err != nil {
 		if errors.Is(err, ErrNotFound) || errors.Is(err, ErrAlreadyResolved) {
 			return nil, err
 		}
-		return nil, fmt.Errorf("review store: resolve %s: %w", id, err)
+		return nil, fmt.Errorf("review store: %s %s: %w", op, id, err)
 	}
 	return it, nil
 }
@@ -587,21 +599,9 @@ func pgAppend(ctx context.Context, tx pgx.Tx, id string, atts []Attempt) (*Item,
 }
 
 func (s *Postgres) AppendAttempts(ctx context.Context, id string, atts []Attempt) (*Item, error) {
-	ctx, cancel := s.opCtx(ctx)
-	defer cancel()
-	var it *Item
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		var err error
-		it, err = pgAppend(ctx, tx, id, atts)
-		return err
+	return s.itemTx(ctx, "append", id, func(ctx context.Context, tx pgx.Tx) (*Item, error) {
+		return pgAppend(ctx, tx, id, atts)
 	})
-	if err != nil {
-		if errors.Is(err, ErrNotFound) || errors.Is(err, ErrAlreadyResolved) {
-			return nil, err
-		}
-		return nil, fmt.Errorf("review store: append %s: %w", id, err)
-	}
-	return it, nil
 }
 
 // pgExportQuery is Export's SQL: served by reviews_status_done with a
