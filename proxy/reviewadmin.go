@@ -416,14 +416,7 @@ func (s *Server) rerunReview(w http.ResponseWriter, r *http.Request) {
 	}
 	var atts []review.Attempt
 	if v != nil {
-		for i, a := range v.attempts {
-			ra := review.Attempt{Attempt: offset + a.Attempt, Temperature: a.Temperature, Shortened: a.Shortened,
-				FinishReason: a.FinishReason, Usage: a.Usage, Violations: a.Violations}
-			if i < len(v.outputs) {
-				ra.Output, ra.OutputSHA256 = v.outputs[i], sha([]byte(v.outputs[i]))
-			}
-			atts = append(atts, ra)
-		}
+		atts = storedAttempts(v.attempts, v.outputs, offset)
 	}
 	if aerr == nil {
 		s.resolve(w, r, st, it.ID, review.Resolve{Status: review.StatusApproved, Attempts: atts,

@@ -201,22 +201,33 @@ func (x *exchange) reviewItem(p *Prepared, v *verdict, rv *Review, body []byte) 
 	if !json.Valid(p.InputJSON) {
 		input = mustJSON(string(p.InputJSON))
 	}
-	atts := make([]review.Attempt, 0, len(rv.Attempts))
-	for i, a := range rv.Attempts {
-		ra := review.Attempt{Attempt: a.Attempt, Temperature: a.Temperature, Shortened: a.Shortened,
-			FinishReason: a.FinishReason, Usage: a.Usage, Violations: a.Violations}
-		if v != nil && i < len(v.outputs) {
-			ra.Output = v.outputs[i]
-			ra.OutputSHA256 = sha([]byte(ra.Output))
-		}
-		atts = append(atts, ra)
+	var outputs []string
+	if v != nil {
+		outputs = v.outputs
 	}
 	req := json.RawMessage(body)
 	if !json.Valid(body) {
 		req = mustJSON(string(body))
 	}
 	return &review.Item{ID: rv.ID, Status: review.StatusPending, CreatedAt: x.ev.Time, Route: rv.Route,
-		Prompt: *x.ev.Prompt, Contract: *x.ev.Contract, KeyID: x.keyID, Input: input, Request: req, Attempts: atts}
+		Prompt: *x.ev.Prompt, Contract: *x.ev.Contract, KeyID: x.keyID, Input: input, Request: req,
+		Attempts: storedAttempts(rv.Attempts, outputs, 0)}
+}
+
+// storedAttempts are attempts as a review item keeps them: numbered after
+// offset (a rerun continues the item's numbering), each with its output
+// and the output's hash where outputs has one.
+func storedAttempts(attempts []ReviewAttempt, outputs []string, offset int) []review.Attempt {
+	atts := make([]review.Attempt, 0, len(attempts))
+	for i, a := range attempts {
+		ra := review.Attempt{Attempt: offset + a.Attempt, Temperature: a.Temperature, Shortened: a.Shortened,
+			FinishReason: a.FinishReason, Usage: a.Usage, Violations: a.Violations}
+		if i < len(outputs) {
+			ra.Output, ra.OutputSHA256 = outputs[i], sha([]byte(outputs[i]))
+		}
+		atts = append(atts, ra)
+	}
+	return atts
 }
 
 // clientReview is GET /v1/reviews/{id}'s body.
