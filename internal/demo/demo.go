@@ -130,11 +130,10 @@ func uniq(xs []string) []string {
 
 // Run runs the demo; the error says what did not match.
 func Run(ctx context.Context, o Options) error {
-	rt, err := config.Load(o.Config)
+	rt, err := load(&o)
 	if err != nil {
 		return err
 	}
-	fillURLs(&o, rt)
 	client := &http.Client{Timeout: 90 * time.Second}
 	if err := WaitReady(ctx, client, o); err != nil {
 		return err
@@ -275,6 +274,16 @@ func scenarios(r *config.Route, auto int) []Scenario {
 	return scen
 }
 
+// load reads o.Config and fills in the URLs o leaves empty from it.
+func load(o *Options) (*config.Runtime, error) {
+	rt, err := config.Load(o.Config)
+	if err != nil {
+		return nil, err
+	}
+	fillURLs(o, rt)
+	return rt, nil
+}
+
 func fillURLs(o *Options, rt *config.Runtime) {
 	if o.API == "" {
 		o.API = "http://" + rt.Server.Listen
@@ -328,11 +337,9 @@ func WaitReady(ctx context.Context, client *http.Client, o Options) error {
 
 // WaitFor is WaitReady for a config, for scripts/run.sh.
 func WaitFor(ctx context.Context, o Options) error {
-	rt, err := config.Load(o.Config)
-	if err != nil {
+	if _, err := load(&o); err != nil {
 		return err
 	}
-	fillURLs(&o, rt)
 	return WaitReady(ctx, &http.Client{Timeout: 2 * time.Second}, o)
 }
 
