@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"net/url"
 	"os"
@@ -677,12 +678,7 @@ func openObjects(s map[string]any, at string) []string {
 			out = append(out, at)
 		}
 	}
-	keys := make([]string, 0, len(s))
-	for k := range s {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(s)) {
 		switch v := s[k].(type) {
 		case map[string]any:
 			switch k {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -183,12 +184,7 @@ func collectStrings(doc any, kw string) []string {
 		}
 	}
 	walk(doc)
-	out := make([]string, 0, len(seen))
-	for f := range seen {
-		out = append(out, f)
-	}
-	slices.Sort(out)
-	return out
+	return slices.Sorted(maps.Keys(seen))
 }
 
 func refuseLoader(url string) (io.ReadCloser, error) {

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"slices"
@@ -658,11 +659,7 @@ func printSummary(w io.Writer, rows []*Row, events map[string]*Event, covered ma
 		sort.Float64s(durations)
 		fmt.Fprintf(w, "  duration:   p50 %.0f ms, max %.0f ms\n", durations[len(durations)/2], durations[len(durations)-1])
 	}
-	var names []string
-	for n := range covered {
-		names = append(names, n)
-	}
-	sort.Strings(names)
+	names := slices.Sorted(maps.Keys(covered))
 	fmt.Fprintf(w, "  contracts:  %d covered: %s\n", len(names), strings.Join(names, ", "))
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"strconv"
@@ -342,12 +343,7 @@ func markInput(v any, at string, all bool, ptrs *[]string) any {
 	switch t := v.(type) {
 	case map[string]any:
 		m := make(map[string]any, len(t))
-		ks := make([]string, 0, len(t))
-		for k := range t {
-			ks = append(ks, k)
-		}
-		slices.Sort(ks)
-		for _, k := range ks {
+		for _, k := range slices.Sorted(maps.Keys(t)) {
 			m[k] = markInput(t[k], at+"/"+strings.NewReplacer("~", "~0", "/", "~1").Replace(k), all, ptrs)
 		}
 		return m
