@@ -136,21 +136,17 @@ func completionBody(content string) []byte {
 }
 
 // requestBody is what the load generator sends (to both targets).
-func requestBody(marker string) []byte {
-	b, _ := json.Marshal(map[string]any{
-		"model":    "triage",
-		"messages": []any{map[string]any{"role": "user", "content": ticket(marker)}},
-		"user":     "bench-client",
-	})
-	return b
-}
+func requestBody(marker string) []byte { return triageBody("messages", marker) }
 
 // responsesBody is requestBody as a Responses API request: the same ticket,
 // so both edges run the same contract on the same output.
-func responsesBody(marker string) []byte {
+func responsesBody(marker string) []byte { return triageBody("input", marker) }
+
+// triageBody is the ticket as the one user message under key.
+func triageBody(key, marker string) []byte {
 	b, _ := json.Marshal(map[string]any{
 		"model": "triage",
-		"input": []any{map[string]any{"role": "user", "content": ticket(marker)}},
+		key:     []any{map[string]any{"role": "user", "content": ticket(marker)}},
 		"user":  "bench-client",
 	})
 	return b
