@@ -3,8 +3,8 @@ package testkit_test
 import (
 	"context"
 	"go/parser"
-	"io"
 	"go/token"
+	"io"
 	"io/fs"
 	"net/http"
 	"os"
