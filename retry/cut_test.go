@@ -51,15 +51,31 @@ func TestCutTarget(t *testing.T) {
 	}
 }
 
+// cutCase is one Cut call and the text it must leave.
+type cutCase struct {
+	name      string
+	text      string
+	ratio     float64
+	maxTokens int
+	keep      Keep
+	want      string
+}
+
+// runCuts runs each case through Cut with counter.
+func runCuts(t *testing.T, counter Counter, tests []cutCase) {
+	t.Helper()
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := Cut(tt.text, tt.ratio, tt.maxTokens, tt.keep, counter)
+			if got != tt.want {
+				t.Fatalf("Cut(%q, %v, %d, %q) = %q, want %q", tt.text, tt.ratio, tt.maxTokens, tt.keep, got, tt.want)
+			}
+		})
+	}
+}
+
 func TestCutWordCounter(t *testing.T) {
-	tests := []struct {
-		name      string
-		text      string
-		ratio     float64
-		maxTokens int
-		keep      Keep
-		want      string
-	}{
+	runCuts(t, wordCounter{}, []cutCase{
 		{"head half", "one two three four", 0.5, 0, KeepHead, "one two"},
 		{"keep empty means head", "one two three four", 0.5, 0, "", "one two"},
 		{"rounds up", "one two three four five", 0.5, 0, KeepHead, "one two three"},
@@ -83,27 +99,12 @@ func TestCutWordCounter(t *testing.T) {
 		{"head_tail too small falls back to head", "one two three four", 0.5, 0, KeepHeadTail, "one two"},
 		{"unicode words", "héllo wörld ünïcode façade", 0.5, 0, KeepHead, "héllo wörld"},
 		{"unicode head_tail", "α β γ δ ε ζ η θ ι κ", 0.5, 0, KeepHeadTail, "α β … ι κ"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got := Cut(tt.text, tt.ratio, tt.maxTokens, tt.keep, wordCounter{})
-			if got != tt.want {
-				t.Fatalf("Cut(%q, %v, %d, %q) = %q, want %q", tt.text, tt.ratio, tt.maxTokens, tt.keep, got, tt.want)
-			}
-		})
-	}
+	})
 }
 
 func TestCutEstimator(t *testing.T) {
 	huge := strings.Repeat("x", 1000)
-	tests := []struct {
-		name      string
-		text      string
-		ratio     float64
-		maxTokens int
-		keep      Keep
-		want      string
-	}{
+	runCuts(t, Estimator{}, []cutCase{
 		// 250 tokens, target 125: the only word does not fit, and a cut
 		// never ends inside a word.
 		{"single huge word", huge, 0.5, 0, KeepHead, ""},
@@ -115,15 +116,7 @@ func TestCutEstimator(t *testing.T) {
 		// and 4 ideographs (12 bytes) are 3 tokens.
 		{"CJK cut between ideographs", "我们今天去公园", 0.5, 0, KeepHead, "我们今天"},
 		{"whitespace only over the cap", "        ", 0, 1, KeepHead, ""},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got := Cut(tt.text, tt.ratio, tt.maxTokens, tt.keep, Estimator{})
-			if got != tt.want {
-				t.Fatalf("Cut(%q) = %q, want %q", tt.text, got, tt.want)
-			}
-		})
-	}
+	})
 }
 
 const prose = `The storm last Tuesday broke the large window in our living room. ` +
