@@ -4,9 +4,9 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"slices"
-	"sort"
 	"strings"
 	"testing"
 )
@@ -17,11 +17,7 @@ type benchCase struct {
 	ID     string          `json:"id"`
 	Subset string          `json:"subset"`
 	Schema json.RawMessage `json:"schema"`
-	Tests  []struct {
-		Valid       bool            `json:"valid"`
-		Data        json.RawMessage `json:"data"`
-		Description string          `json:"description"`
-	} `json:"tests"`
+	Tests  []suiteTest     `json:"tests"`
 }
 
 func loadBench(t testing.TB) []benchCase {
@@ -97,23 +93,13 @@ func TestJSONSchemaBench(t *testing.T) {
 	judged := agree + disagree
 	rate := float64(agree) / float64(judged)
 	t.Logf("schemas: %d, compiled: %d, refused: %d", len(cases), compiled, len(cases)-compiled)
-	reasons := make([]string, 0, len(refused))
-	for r := range refused {
-		reasons = append(reasons, r)
-	}
-	sort.Strings(reasons)
-	for _, r := range reasons {
+	for _, r := range slices.Sorted(maps.Keys(refused)) {
 		ids := refused[r]
 		t.Logf("  refused (%s): %d, e.g. %s", r, len(ids), strings.Join(ids[:min(3, len(ids))], ", "))
 	}
 	t.Logf("instances: %d; non-object (top_level_not_object): %d/%d", instances, nonObjectOK, nonObject)
 	t.Logf("object instances judged: %d, agree: %d (%.2f%%), disagree: %d", judged, agree, 100*rate, disagree)
-	subs := make([]string, 0, len(bySubset))
-	for s := range bySubset {
-		subs = append(subs, s)
-	}
-	sort.Strings(subs)
-	for _, s := range subs {
+	for _, s := range slices.Sorted(maps.Keys(bySubset)) {
 		v := bySubset[s]
 		t.Logf("  %-24s agree %4d disagree %3d", s, v[0], v[1])
 	}

@@ -58,11 +58,15 @@ func suiteDir(t testing.TB) string {
 type suiteGroup struct {
 	Description string          `json:"description"`
 	Schema      json.RawMessage `json:"schema"`
-	Tests       []struct {
-		Description string          `json:"description"`
-		Data        json.RawMessage `json:"data"`
-		Valid       bool            `json:"valid"`
-	} `json:"tests"`
+	Tests       []suiteTest     `json:"tests"`
+}
+
+// suiteTest is one labelled instance of a schema, in the suite's format
+// (which JSONSchemaBench's sample shares).
+type suiteTest struct {
+	Description string          `json:"description"`
+	Data        json.RawMessage `json:"data"`
+	Valid       bool            `json:"valid"`
 }
 
 // suiteLoader serves the suite's remotes (http://localhost:1234/...) from

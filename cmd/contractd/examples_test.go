@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -51,12 +52,7 @@ func TestExamples(t *testing.T) {
 				if err := json.Unmarshal(raw, &exp); err != nil {
 					t.Fatalf("%s: %v", ef, err)
 				}
-				files := make([]string, 0, len(exp))
-				for f := range exp {
-					files = append(files, f)
-				}
-				slices.Sort(files)
-				for _, f := range files {
+				for _, f := range slices.Sorted(maps.Keys(exp)) {
 					e := exp[f]
 					args := []string{"check", "-c", cfg}
 					if e.Route != "" {
