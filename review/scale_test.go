@@ -45,6 +45,19 @@ func populate(tb testing.TB, s *SQLite, n int, base time.Time) {
 	}
 }
 
+// populatedSQLite is a fresh store holding 5000 populated items, the
+// first a day old, for reading query plans off.
+func populatedSQLite(t *testing.T) *SQLite {
+	t.Helper()
+	s, err := OpenSQLite(context.Background(), filepath.Join(t.TempDir(), "reviews.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	populate(t, s, 5000, time.Now().Add(-24*time.Hour))
+	return s
+}
+
 // listFilters is every combination of List's filters a reviewer can send.
 func listFilters() map[string]Filter {
 	out := map[string]Filter{}
@@ -77,12 +90,7 @@ func listFilters() map[string]Filter {
 // no scan of the whole table and no sort of the matching rows (which at a
 // million items is the difference between a millisecond and seconds).
 func TestSQLiteListPlans(t *testing.T) {
-	s, err := OpenSQLite(context.Background(), filepath.Join(t.TempDir(), "reviews.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	populate(t, s, 5000, time.Now().Add(-24*time.Hour))
+	s := populatedSQLite(t)
 	for name, f := range listFilters() {
 		for _, page := range []string{"first", "next"} {
 			t.Run(name+"/"+page, func(t *testing.T) {
@@ -109,12 +117,7 @@ func TestSQLiteListPlans(t *testing.T) {
 
 // Export, retention and the pending gauge read indexes too.
 func TestSQLiteOtherPlans(t *testing.T) {
-	s, err := OpenSQLite(context.Background(), filepath.Join(t.TempDir(), "reviews.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	populate(t, s, 5000, time.Now().Add(-24*time.Hour))
+	s := populatedSQLite(t)
 	since := time.Now().Add(-time.Hour)
 	type query struct {
 		q    string
