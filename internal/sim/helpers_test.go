@@ -14,6 +14,16 @@ import (
 
 const demoConfig = "../../examples/demo/contractd.yaml"
 
+// loadCatalog is the sim's catalog of the config at path.
+func loadCatalog(t *testing.T, path string) *Catalog {
+	t.Helper()
+	cat, err := LoadCatalog(path)
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	return cat
+}
+
 // exampleConfigs are every contractd config under examples/.
 func exampleConfigs(t *testing.T) []string {
 	t.Helper()

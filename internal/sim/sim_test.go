@@ -89,10 +89,7 @@ func complete(t *testing.T, s *Sim, body []byte) *Reply {
 // the real input object.
 func TestValidAgainstEveryConfigContract(t *testing.T) {
 	for _, path := range append(exampleConfigs(t), demoConfig) {
-		cat, err := LoadCatalog(path)
-		if err != nil {
-			t.Fatalf("%s: %v", path, err)
-		}
+		cat := loadCatalog(t, path)
 		s := New(Options{Catalog: cat, FailureRate: 0})
 		_, cs := calls(t, path)
 		for ci, c := range cs {
@@ -120,10 +117,7 @@ func TestValidAgainstEveryConfigContract(t *testing.T) {
 // The same body and seed always give the same reply; another seed gives
 // other replies.
 func TestDeterministic(t *testing.T) {
-	cat, err := LoadCatalog(demoConfig)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cat := loadCatalog(t, demoConfig)
 	_, cs := calls(t, demoConfig)
 	a := New(Options{Seed: 42, Catalog: cat, FailureRate: 0.5, ColdFactor: 0.2})
 	b := New(Options{Seed: 42, Catalog: cat, FailureRate: 0.5, ColdFactor: 0.2})
@@ -205,10 +199,7 @@ func expectedRule(m Mode, k *contracts.Contract, hints *Hints) string {
 // one: a mode a contract cannot show falls back to missing_required), and
 // hot:MODE is valid at temperature 0.
 func TestFailureModesProduceTheirViolation(t *testing.T) {
-	cat, err := LoadCatalog(demoConfig)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cat := loadCatalog(t, demoConfig)
 	s := New(Options{Catalog: cat})
 	_, cs := calls(t, demoConfig)
 	for _, c := range cs {
@@ -253,10 +244,7 @@ func TestFailureModesProduceTheirViolation(t *testing.T) {
 
 // The modes the demo relies on apply to their routes without fallback.
 func TestNoFallbackWhereApplicable(t *testing.T) {
-	cat, err := LoadCatalog(demoConfig)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cat := loadCatalog(t, demoConfig)
 	s := New(Options{Catalog: cat})
 	_, cs := calls(t, demoConfig)
 	want := map[string][]Mode{
@@ -283,10 +271,7 @@ func TestNoFallbackWhereApplicable(t *testing.T) {
 // Auto mode fails at about the configured rate above temperature 0 and
 // about ColdFactor times that at temperature 0.
 func TestFewerFailuresAtTemperatureZero(t *testing.T) {
-	cat, err := LoadCatalog(demoConfig)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cat := loadCatalog(t, demoConfig)
 	s := New(Options{Seed: 3, Catalog: cat, FailureRate: 0.4, ColdFactor: 0.2})
 	_, cs := calls(t, demoConfig)
 	hot, cold, n := 0, 0, 0
@@ -318,10 +303,7 @@ func TestFewerFailuresAtTemperatureZero(t *testing.T) {
 // The evidence source /body is recovered from the rendered user message,
 // also when attempt 2 shortened it.
 func TestSourceFromUserTemplate(t *testing.T) {
-	cat, err := LoadCatalog(demoConfig)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cat := loadCatalog(t, demoConfig)
 	k := cat.Named("classify_v1")
 	body := "Hello,\n\nthe storm broke our window.\nPolicy HP-1002-3344. Anna"
 	msg := "Subject: Broken window\n\n" + body + "\n"
@@ -388,10 +370,7 @@ func TestParseMode(t *testing.T) {
 // The HTTP API: completion shape, refusals, truncation, streaming, models,
 // errors, and the sim_mode switches (body, header, model suffix).
 func TestHandler(t *testing.T) {
-	cat, err := LoadCatalog(demoConfig)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cat := loadCatalog(t, demoConfig)
 	ts := httptest.NewServer(New(Options{Catalog: cat}).Handler(nil))
 	defer ts.Close()
 	_, cs := calls(t, demoConfig)
