@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"log/slog"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -156,16 +155,10 @@ func TestRedisLimiterConcurrentExact(t *testing.T) {
 // (contractd_rate_limit_store_errors_total).
 func TestRedisLimiterBatchFailOpen(t *testing.T) {
 	srv := testkit.StartRedis(t, 0)
-	var m countMetric
 	l := &rateLimiter{backoff: time.Hour}
-	l.logger.Store(slog.New(slog.NewJSONHandler(io.Discard, nil)))
-	l.metrics.Store(RateLimitMetrics(&m))
-	l.configure(&config.RateLimit{RequestsPerSecond: 0.001, Burst: 1, Store: "redis", RedisURLEnv: "X"}, func(string) string { return srv.URL })
+	m := observe(l, io.Discard)
 	defer l.close()
-	c := clientID(t)
-	if l.allow(context.Background(), c) != nil || l.allow(context.Background(), c) == nil {
-		t.Fatal("the Redis store does not limit")
-	}
+	c := limitOnRedis(t, l, srv.URL, 0.001)
 	srv.Stop()
 	const n = 8
 	refused := make([]*APIError, n)

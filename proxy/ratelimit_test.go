@@ -241,22 +241,38 @@ type countMetric struct{ n atomic.Int64 }
 
 func (c *countMetric) StoreError() { c.n.Add(1) }
 
+// observe gives l a JSON logger writing to logs and a store-error
+// counter, which it returns.
+func observe(l *rateLimiter, logs io.Writer) *countMetric {
+	m := &countMetric{}
+	l.logger.Store(slog.New(slog.NewJSONHandler(logs, nil)))
+	l.metrics.Store(RateLimitMetrics(m))
+	return m
+}
+
+// limitOnRedis configures l on the Redis at url (rps, burst 1) and checks
+// that it limits: a fresh client's first call passes, the next is
+// refused. It returns that client.
+func limitOnRedis(t *testing.T, l *rateLimiter, url string, rps float64) string {
+	t.Helper()
+	l.configure(&config.RateLimit{RequestsPerSecond: rps, Burst: 1, Store: "redis", RedisURLEnv: "X"}, func(string) string { return url })
+	c := clientID(t)
+	if l.allow(context.Background(), c) != nil || l.allow(context.Background(), c) == nil {
+		t.Fatal("the Redis store does not limit")
+	}
+	return c
+}
+
 // TestRedisLimiterFailOpen: Redis killed mid-run, the limiter lets every
 // request through, counts the failures and logs one line per interval;
 // Redis back on the same port, limiting resumes.
 func TestRedisLimiterFailOpen(t *testing.T) {
 	srv := testkit.StartRedis(t, 0)
 	logs := &testkit.SyncBuffer{}
-	var m countMetric
 	l := &rateLimiter{logEvery: 400 * time.Millisecond, backoff: 20 * time.Millisecond}
-	l.logger.Store(slog.New(slog.NewJSONHandler(logs, nil)))
-	l.metrics.Store(RateLimitMetrics(&m))
-	l.configure(&config.RateLimit{RequestsPerSecond: 1, Burst: 1, Store: "redis", RedisURLEnv: "X"}, func(string) string { return srv.URL })
+	m := observe(l, logs)
 	defer l.close()
-	c := clientID(t)
-	if l.allow(context.Background(), c) != nil || l.allow(context.Background(), c) == nil {
-		t.Fatal("the Redis store does not limit")
-	}
+	c := limitOnRedis(t, l, srv.URL, 1)
 
 	srv.Stop()
 	const down = 1200 * time.Millisecond
@@ -302,10 +318,8 @@ func TestRedisLimiterFailOpen(t *testing.T) {
 // and never echoes the URL.
 func TestRedisLimiterBadURL(t *testing.T) {
 	logs := &testkit.SyncBuffer{}
-	var m countMetric
 	l := &rateLimiter{}
-	l.logger.Store(slog.New(slog.NewJSONHandler(logs, nil)))
-	l.metrics.Store(RateLimitMetrics(&m))
+	m := observe(l, logs)
 	l.configure(&config.RateLimit{RequestsPerSecond: 1, Store: "redis", RedisURLEnv: "X"}, func(string) string { return "redis://:hunter2@[::1" })
 	defer l.close()
 	if l.allow(context.Background(), "a") != nil || m.n.Load() != 1 {
@@ -396,10 +410,8 @@ func TestRateLimiterTrip(t *testing.T) {
 			for range tc.failures {
 				st.steps = append(st.steps, boom)
 			}
-			var m countMetric
 			l := &rateLimiter{backoff: time.Hour}
-			l.logger.Store(slog.New(slog.NewJSONHandler(io.Discard, nil)))
-			l.metrics.Store(RateLimitMetrics(&m))
+			m := observe(l, io.Discard)
 			l.state.Store(&limitState{cfg: &config.RateLimit{RequestsPerSecond: 1}, store: st})
 			for i := range tc.failures {
 				if e := l.allow(context.Background(), "c"); e != nil {
