@@ -658,7 +658,15 @@ func TestFastSchemaFuzzSchemasCompile(t *testing.T) {
 	}
 }
 
+// benchOutputInvalid is the bench output with its confidence out of range.
+var benchOutputInvalid = strings.Replace(BenchOutput, `"confidence":0.12`, `"confidence":1.12`, 1)
+
+// benchFastSetup compiles the bench schema (which must get a fast path)
+// and decodes out, and has b report out's bytes and the allocations per
+// validation.
 func benchFastSetup(b *testing.B, out string) (*Schema, map[string]any) {
+	b.SetBytes(int64(len(out)))
+	b.ReportAllocs()
 	s, err := CompileSchema([]byte(BenchSchema))
 	if err != nil {
 		b.Fatal(err)
@@ -676,8 +684,6 @@ func benchFastSetup(b *testing.B, out string) (*Schema, map[string]any) {
 // BenchmarkFastValidate: the fast path alone on the valid bench output.
 func BenchmarkFastValidate(b *testing.B) {
 	s, m := benchFastSetup(b, BenchOutput)
-	b.SetBytes(int64(len(BenchOutput)))
-	b.ReportAllocs()
 	for b.Loop() {
 		if !s.fast.valid(m) {
 			b.Fatal("invalid")
@@ -688,8 +694,6 @@ func BenchmarkFastValidate(b *testing.B) {
 // BenchmarkLibraryValidate: the library path alone (as before the fast path).
 func BenchmarkLibraryValidate(b *testing.B) {
 	s, m := benchFastSetup(b, BenchOutput)
-	b.SetBytes(int64(len(BenchOutput)))
-	b.ReportAllocs()
 	for b.Loop() {
 		if vs := s.validateLibrary(m); len(vs) != 0 {
 			b.Fatal("invalid")
@@ -700,10 +704,7 @@ func BenchmarkLibraryValidate(b *testing.B) {
 // BenchmarkSchemaValidateInvalid: Schema.Validate on an invalid output,
 // where the fast path runs first and the library after it.
 func BenchmarkSchemaValidateInvalid(b *testing.B) {
-	bad := strings.Replace(BenchOutput, `"confidence":0.12`, `"confidence":1.12`, 1)
-	s, m := benchFastSetup(b, bad)
-	b.SetBytes(int64(len(bad)))
-	b.ReportAllocs()
+	s, m := benchFastSetup(b, benchOutputInvalid)
 	for b.Loop() {
 		if vs := s.Validate(m); len(vs) == 0 {
 			b.Fatal("valid")
@@ -714,10 +715,7 @@ func BenchmarkSchemaValidateInvalid(b *testing.B) {
 // BenchmarkFastValidateInvalid: the fast path alone on the invalid output
 // (what an invalid output pays before the library runs).
 func BenchmarkFastValidateInvalid(b *testing.B) {
-	bad := strings.Replace(BenchOutput, `"confidence":0.12`, `"confidence":1.12`, 1)
-	s, m := benchFastSetup(b, bad)
-	b.SetBytes(int64(len(bad)))
-	b.ReportAllocs()
+	s, m := benchFastSetup(b, benchOutputInvalid)
 	for b.Loop() {
 		if s.fast.valid(m) {
 			b.Fatal("valid")
