@@ -147,10 +147,15 @@ func TestDedupeWindowExpires(t *testing.T) {
 // never two upstream runs.
 func TestDedupeConcurrentIdentical(t *testing.T) {
 	gate := make(chan struct{})
+	// The first call is held until the others arrive: 100 ms and more
+	// under load, past the harness's 200 ms per-call timeout, whose
+	// transport retry would be a third hit (a held call was seen cancelled
+	// at 194-260 ms and retried at load 8). The request deadline (5 s)
+	// still bounds the test.
 	h := newHarness(t, func(w http.ResponseWriter, r *http.Request, c *upCall) {
 		<-gate
 		reply(w, 200, completion(invalidAnswer, "stop", 10, 5))
-	}, cfg{})
+	}, cfg{UpTimeout: "5s"})
 	const n = 8
 	results := make([]*result, n)
 	var wg sync.WaitGroup

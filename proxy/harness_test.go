@@ -99,6 +99,7 @@ func always(content string) upHandler {
 // cfg are the knobs of the test config.
 type cfg struct {
 	RequestTimeout string // server.request_timeout, default 5s
+	UpTimeout      string // upstreams up and up-mct: timeout, default 200ms
 	MaxBody        int    // server.max_body_bytes, default 4096
 	ClassifyTemp   string // classify route temperature, default 0.7
 	Drop           []string
@@ -119,12 +120,12 @@ upstreams:
   - name: up
     base_url: @UP@
     api_key_env: CONTRACTD_TEST_UPSTREAM_KEY
-    timeout: 200ms
+    timeout: @UP_TIMEOUT@
     max_retries: 2
   - name: up-mct
     base_url: @UP@
     api_key_env: CONTRACTD_TEST_UPSTREAM_KEY
-    timeout: 200ms
+    timeout: @UP_TIMEOUT@
     max_retries: 2
     max_tokens_param: max_completion_tokens
   - name: up-slow
@@ -240,6 +241,7 @@ outer:
 		"@UP@", upURL,
 		"@MAX_BODY@", fmt.Sprint(testkit.Or(c.MaxBody, 4096)),
 		"@REQ_TIMEOUT@", testkit.Or(c.RequestTimeout, "5s"),
+		"@UP_TIMEOUT@", testkit.Or(c.UpTimeout, "200ms"),
 		"@CLASSIFY_TEMP@", testkit.Or(c.ClassifyTemp, "0.7"),
 		"@INCLUDE@", fmt.Sprint(c.IncludeContent),
 		"@SERVER_EXTRA@", c.ServerExtra,
