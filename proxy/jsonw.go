@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"time"
 	"unsafe"
 
 	"github.com/contractd/contractd/config"
@@ -56,6 +57,45 @@ func appendChatSuccess(b []byte, v *verdict, route *config.Route, k *contracts.C
 	b = append(b, `,"contract":`...)
 	b = appendContractInfo(b, v, route, k)
 	return append(b, "}\n"...)
+}
+
+// appendResponseSuccess appends the completed response object of an
+// accepted verdict (responseBody's JSON) and a newline.
+func appendResponseSuccess(b []byte, v *verdict, route *config.Route, id string) []byte {
+	created := v.comp.Resp.Created
+	if created == 0 {
+		created = time.Now().Unix()
+	}
+	b = append(b, `{"id":`...)
+	b = appendPrefixedString(b, "resp_", id)
+	b = append(b, `,"object":"response","created_at":`...)
+	b = strconv.AppendInt(b, created, 10)
+	b = append(b, `,"status":"completed","error":null,"incomplete_details":null,"model":`...)
+	b = jsonstr.Append(b, v.comp.Resp.Model)
+	b = append(b, `,"output":[{"type":"message","id":`...)
+	b = appendPrefixedString(b, "msg_", id)
+	b = append(b, `,"status":"completed","role":"assistant","content":[{"type":"output_text","text":`...)
+	b = appendJSONBytesAsString(b, v.result.JSON)
+	b = append(b, `,"annotations":[]}]}],"usage":{"input_tokens":`...)
+	b = strconv.AppendInt(b, int64(v.usage.PromptTokens), 10)
+	b = append(b, `,"input_tokens_details":{"cached_tokens":0},"output_tokens":`...)
+	b = strconv.AppendInt(b, int64(v.usage.CompletionTokens), 10)
+	b = append(b, `,"output_tokens_details":{"reasoning_tokens":0},"total_tokens":`...)
+	b = strconv.AppendInt(b, int64(v.usage.TotalTokens), 10)
+	b = append(b, `},"contract":`...)
+	b = appendContractInfo(b, v, route, route.Contract)
+	return append(b, "}\n"...)
+}
+
+// appendPrefixedString appends prefix+s quoted as JSON without building
+// the concatenation: s is quoted after the prefix, then its opening quote
+// is dropped (prefix needs no escaping).
+func appendPrefixedString(b []byte, prefix, s string) []byte {
+	b = append(b, '"')
+	b = append(b, prefix...)
+	mark := len(b)
+	b = jsonstr.Append(b, s)
+	return append(b[:mark], b[mark+1:]...)
 }
 
 // appendContractInfo appends info(v, route, k)'s JSON.

@@ -78,6 +78,37 @@ func TestAppendChatSuccessMatches(t *testing.T) {
 	}
 }
 
+// TestAppendResponseSuccessMatches: the Responses edge's appended success
+// body is byte for byte the encoding/json encoding of responseBody, sent
+// in one write with its Content-Length.
+func TestAppendResponseSuccessMatches(t *testing.T) {
+	k := &contracts.Contract{Name: "c_v1", SHA256: "ab12"}
+	route := &config.Route{Name: "classify<x>", Contract: k}
+	for i, tt := range []struct {
+		resp     openai.ChatCompletionResponse
+		id, out  string
+		evidence []contracts.Evidence
+		attempts int
+	}{
+		{openai.ChatCompletionResponse{ID: "chatcmpl-1", Created: 1726560000, Model: "gpt-x", SystemFingerprint: "fp_1"}, "req_0123abcd",
+			`{"intent":"<b>billing</b> & more","n":1}`, []contracts.Evidence{{Path: "/quote", Start: 3, End: 9, SHA256: "ff"}, {Path: "/a~1b", Start: 0, End: 1, SHA256: "00"}}, 2},
+		{openai.ChatCompletionResponse{Created: 5}, "", "{\"s\":\"tab\\t\u2028 \xff\"}", nil, 1},
+		{openai.ChatCompletionResponse{ID: "x\"y", Created: 7, Model: "m\u2029"}, "q\"<\u2028\xff", `{}`, []contracts.Evidence{}, 3},
+	} {
+		v := &verdict{comp: &Completion{Resp: tt.resp}, result: contracts.Result{JSON: []byte(tt.out), Evidence: tt.evidence},
+			usage: audit.Usage{PromptTokens: 10, CompletionTokens: 20 + i, TotalTokens: 30 + i}, attempts: make([]ReviewAttempt, tt.attempts)}
+		want := append(mustJSON(responseBody(v, route, tt.id)), '\n')
+		if got := appendResponseSuccess(nil, v, route, tt.id); !bytes.Equal(got, want) {
+			t.Errorf("case %d:\n got %s\nwant %s", i, got, want)
+		}
+		rec := &countingWriter{ResponseRecorder: httptest.NewRecorder()}
+		writeResponse(rec, v, route, tt.id, &Prepared{})
+		if rec.writes != 1 || rec.Header().Get("Content-Length") != strconv.Itoa(len(want)) || !bytes.Equal(rec.Body.Bytes(), want) {
+			t.Errorf("case %d: %d writes, Content-Length %s for %d bytes", i, rec.writes, rec.Header().Get("Content-Length"), len(want))
+		}
+	}
+}
+
 // countingWriter counts Write and Flush calls on a recorder.
 type countingWriter struct {
 	*httptest.ResponseRecorder

@@ -172,9 +172,7 @@ func readResponsesInput(in jsontext.Value, hasContractInput bool) (*inputReader,
 	ir.buf.WriteByte('[')
 	switch in.Kind() {
 	case '"':
-		var text string
-		_ = json.Unmarshal(in, &text)
-		ir.add("user", in, text, true)
+		ir.add("user", in, stringValue(in), true)
 	case '[':
 		if aerr := ir.items(in); aerr != nil {
 			return nil, aerr
@@ -195,7 +193,9 @@ func itemParam(i int, rest string) string { return fmt.Sprintf("input[%d]%s", i,
 // items reads the message items of a list (a valid JSON array: the body
 // was parsed whole before).
 func (ir *inputReader) items(in jsontext.Value) *APIError {
-	dec := jsontext.NewDecoder(bytes.NewReader(in))
+	d := getDecoder(in)
+	defer d.release()
+	dec := &d.dec
 	_, _ = dec.ReadToken() // '['
 	var content, parts bytes.Buffer
 	var texts []string
@@ -255,9 +255,7 @@ func (ir *inputReader) items(in jsontext.Value) *APIError {
 		}
 		switch contentKind {
 		case '"':
-			var text string
-			_ = json.Unmarshal(content.Bytes(), &text)
-			ir.add(role, content.Bytes(), text, true)
+			ir.add(role, content.Bytes(), stringValue(content.Bytes()), true)
 		case '[':
 			ir.add(role, content.Bytes(), strings.Join(texts, "\n"), false)
 		default:
@@ -315,9 +313,7 @@ func readParts(dec *jsontext.Decoder, out *bytes.Buffer, texts *[]string, item i
 		out.WriteString(`{"type":"text","text":`)
 		out.Write(text)
 		out.WriteByte('}')
-		var t string
-		_ = json.Unmarshal(text, &t)
-		*texts = append(*texts, t)
+		*texts = append(*texts, stringValue(text))
 	}
 	_, _ = dec.ReadToken() // ']'
 	out.WriteByte(']')
@@ -417,12 +413,11 @@ func responseBody(v *verdict, route *config.Route, id string) responseObject {
 }
 
 func writeResponse(w http.ResponseWriter, v *verdict, route *config.Route, id string, p *Prepared) {
-	body := responseBody(v, route, id)
 	if !p.Stream {
-		writeJSON(w, http.StatusOK, body)
+		writeBody(w, http.StatusOK, func(b []byte) []byte { return appendResponseSuccess(b, v, route, id) })
 		return
 	}
-	writeResponseStream(w, body)
+	writeResponseStream(w, responseBody(v, route, id))
 }
 
 // writeResponseStream sends an accepted verdict as the Responses API's
