@@ -300,12 +300,30 @@ func contractBody(scenario string) map[string]any {
 // scrape returns the /metrics exposition.
 func (h *harness) scrape() string {
 	h.t.Helper()
+	return scrape(h.t, h.tel)
+}
+
+// scrape returns tel's /metrics exposition.
+func scrape(t testing.TB, tel *telemetry.Telemetry) string {
+	t.Helper()
 	rec := httptest.NewRecorder()
-	h.tel.MetricsHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	tel.MetricsHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
 	if rec.Code != http.StatusOK {
-		h.t.Fatalf("/metrics: %d", rec.Code)
+		t.Fatalf("/metrics: %d", rec.Code)
 	}
 	return rec.Body.String()
+}
+
+// bareTelemetry is telemetry with nothing configured (an empty
+// environment: metrics only), shut down when the test ends.
+func bareTelemetry(t testing.TB) *telemetry.Telemetry {
+	t.Helper()
+	tel, err := telemetry.New(telemetry.Options{Getenv: func(string) string { return "" }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tel.Shutdown(context.Background()) })
+	return tel
 }
 
 // events parses the audit lines by request id.

@@ -1,8 +1,6 @@
 package telemetry_test
 
 import (
-	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -11,21 +9,12 @@ import (
 
 // The limits are on /metrics, read from the stats at each scrape.
 func TestLimitMetrics(t *testing.T) {
-	tel, err := telemetry.New(telemetry.Options{Getenv: func(string) string { return "" }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tel.Shutdown(t.Context())
+	tel := bareTelemetry(t)
 	st := telemetry.LimitStats{Connections: 3, InflightBytes: 1 << 20, RefusedBusy: 7, MemoryLimit: 200 << 20}
 	if err := tel.LimitMetrics(func() telemetry.LimitStats { return st }); err != nil {
 		t.Fatal(err)
 	}
-	scrape := func() string {
-		rec := httptest.NewRecorder()
-		tel.MetricsHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
-		return rec.Body.String()
-	}
-	body := scrape()
+	body := scrape(t, tel)
 	for _, want := range []string{
 		"contractd_connections_open 3\n", "contractd_inflight_bytes 1.048576e+06\n",
 		"contractd_server_busy_total 7\n", "contractd_memory_limit_bytes 2.097152e+08\n",
@@ -35,7 +24,7 @@ func TestLimitMetrics(t *testing.T) {
 		}
 	}
 	st.RefusedBusy = 9
-	if body := scrape(); !strings.Contains(body, "contractd_server_busy_total 9\n") {
+	if body := scrape(t, tel); !strings.Contains(body, "contractd_server_busy_total 9\n") {
 		t.Errorf("not read at scrape time:\n%s", grep(body, "busy"))
 	}
 }

@@ -1,31 +1,17 @@
 package telemetry_test
 
 import (
-	"io"
-	"net/http/httptest"
 	"strings"
 	"testing"
-
-	"github.com/contractd/contractd/telemetry"
 )
 
 // The rate-limit store counter is on /metrics at 0 from the start and
 // counts each StoreError.
 func TestRateLimitStoreErrorsMetric(t *testing.T) {
-	tel, err := telemetry.New(telemetry.Options{Getenv: func(string) string { return "" }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tel.Shutdown(t.Context())
+	tel := bareTelemetry(t)
 	m, err := tel.RateLimitMetrics()
 	if err != nil {
 		t.Fatal(err)
-	}
-	scrape := func() string {
-		w := httptest.NewRecorder()
-		tel.MetricsHandler().ServeHTTP(w, httptest.NewRequest("GET", "/metrics", nil))
-		b, _ := io.ReadAll(w.Body)
-		return string(b)
 	}
 	for _, tc := range []struct {
 		errors int
@@ -34,7 +20,7 @@ func TestRateLimitStoreErrorsMetric(t *testing.T) {
 		for i := 0; i < tc.errors; i++ {
 			m.StoreError()
 		}
-		if s := scrape(); !strings.Contains(s, tc.want) {
+		if s := scrape(t, tel); !strings.Contains(s, tc.want) {
 			t.Errorf("want %q in:\n%s", tc.want, s)
 		}
 	}

@@ -140,9 +140,7 @@ func (rs *reviewSite) needsReview() string {
 
 func (rs *reviewSite) scrape() string {
 	rs.t.Helper()
-	rec := httptest.NewRecorder()
-	rs.tel.MetricsHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
-	return rec.Body.String()
+	return scrape(rs.t, rs.tel)
 }
 
 func TestReviewResolvedCounter(t *testing.T) {

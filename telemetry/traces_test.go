@@ -430,9 +430,7 @@ func TestMiddlewareSkipsProbes(t *testing.T) {
 		} else if len(spans) != 0 {
 			t.Errorf("untraced: spans %v", names(spans))
 		}
-		rec := httptest.NewRecorder()
-		tel.MetricsHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
-		m := parseSamples(t, rec.Body.String())
+		m := parseSamples(t, scrape(t, tel))
 		want := map[string]float64{
 			seriesKey("http_server_request_duration_seconds_count", map[string]string{"http_request_method": "GET",
 				"http_response_status_code": "204", "http_route": "/v1/models", "url_scheme": "http"}): 1,
