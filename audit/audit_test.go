@@ -44,6 +44,17 @@ func sample(id string) *audit.Event {
 	}
 }
 
+// fileSink opens the file sink on path; the test fails when it does not
+// open.
+func fileSink(tb testing.TB, path string) audit.Sink {
+	tb.Helper()
+	s, err := audit.New("file", path)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return s
+}
+
 func keys(m map[string]any) []string {
 	var out []string
 	for k := range m {
@@ -142,10 +153,7 @@ func TestFileSinkAppends(t *testing.T) {
 	if err := os.WriteFile(path, []byte(`{"request_id":"earlier"}`+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	s, err := audit.New("file", path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := fileSink(t, path)
 	for i := range 3 {
 		id := fmt.Sprintf("req_%d", i)
 		if err := s.Write(sample(id)); err != nil {
@@ -174,10 +182,7 @@ func TestFileSinkAppends(t *testing.T) {
 
 func TestFileSinkCreatesPrivateFile(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "new.jsonl")
-	s, err := audit.New("file", path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := fileSink(t, path)
 	defer s.Close()
 	fi, err := os.Stat(path)
 	if err != nil {
@@ -196,14 +201,8 @@ func TestFileSinkCreatesPrivateFile(t *testing.T) {
 // larger than a pipe buffer: every line is whole, none is lost.
 func TestFileSinkConcurrentWriters(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "audit.jsonl")
-	s1, err := audit.New("file", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s2, err := audit.New("file", path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s1 := fileSink(t, path)
+	s2 := fileSink(t, path)
 	const goroutines, each = 16, 40
 	big := json.RawMessage(`"` + strings.Repeat("x", 96<<10) + `"`)
 	var wg sync.WaitGroup
@@ -269,14 +268,11 @@ func TestCloseFsyncs(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("relies on Linux refusing fsync on /dev/null")
 	}
-	s, err := audit.New("file", "/dev/null")
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := fileSink(t, "/dev/null")
 	if err := s.Write(sample("req_1")); err != nil {
 		t.Fatal(err)
 	}
-	err = s.Close()
+	err := s.Close()
 	if err == nil || !strings.Contains(err.Error(), "sync") {
 		t.Fatalf("Close = %v, want the fsync error", err)
 	}
@@ -351,10 +347,7 @@ func TestWriterSinkError(t *testing.T) {
 
 // BenchmarkFileSinkWrite: what one audit line costs on the request path.
 func BenchmarkFileSinkWrite(b *testing.B) {
-	s, err := audit.New("file", filepath.Join(b.TempDir(), "audit.jsonl"))
-	if err != nil {
-		b.Fatal(err)
-	}
+	s := fileSink(b, filepath.Join(b.TempDir(), "audit.jsonl"))
 	defer s.Close()
 	ev := sample("req_bench")
 	for b.Loop() {
