@@ -2,6 +2,8 @@ package testkit_test
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -40,5 +42,33 @@ func TestGoroutineCheck(t *testing.T) {
 	close(stuck)
 	if len(rt.errs) != 1 || !strings.Contains(rt.errs[0], "goroutine leak") || !strings.Contains(rt.errs[0], "TestGoroutineCheck") {
 		t.Fatalf("leak not reported: %v", rt.errs)
+	}
+}
+
+// LeakCheck also waits for descriptors: one opened and closed in time is
+// no leak; one left open is reported, with what it points to.
+func TestLeakCheck(t *testing.T) {
+	rt := &recordTB{TB: t}
+	check := testkit.LeakCheck(rt)
+	f, err := os.CreateTemp(t.TempDir(), "closed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	check()
+	if len(rt.errs) != 0 {
+		t.Fatalf("closed file reported: %v", rt.errs)
+	}
+
+	rt = &recordTB{TB: t}
+	check = testkit.LeakCheck(rt)
+	f, err = os.CreateTemp(t.TempDir(), "left-open")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	check()
+	if len(rt.errs) != 1 || !strings.Contains(rt.errs[0], "descriptors") || !strings.Contains(rt.errs[0], filepath.Base(f.Name())) {
+		t.Fatalf("open file not reported: %v", rt.errs)
 	}
 }

@@ -24,7 +24,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -53,44 +52,12 @@ func TestMain(m *testing.M) {
 
 // ------------------------------------------------------------------ leaks
 
-// fdCount is the number of open descriptors of this process.
-func fdCount(t testing.TB) int {
-	ents, err := os.ReadDir("/proc/self/fd")
-	if err != nil {
-		t.Skipf("no /proc/self/fd: %v", err)
-	}
-	return len(ents) - 1 // ReadDir's own descriptor
-}
-
 // noLeaks records goroutines and descriptors now and, at cleanup (after
 // every cleanup registered later has closed servers and idle
 // connections), waits for both to settle back. Register it first.
 func noLeaks(t *testing.T) {
 	t.Helper()
-	g0, fd0 := runtime.NumGoroutine(), fdCount(t)
-	t.Cleanup(func() {
-		deadline := time.Now().Add(5 * time.Second)
-		for {
-			g, fd := runtime.NumGoroutine(), fdCount(t)
-			if g <= g0 && fd <= fd0 {
-				return
-			}
-			if time.Now().After(deadline) {
-				buf := make([]byte, 1<<20)
-				buf = buf[:runtime.Stack(buf, true)]
-				links := ""
-				if ents, err := os.ReadDir("/proc/self/fd"); err == nil {
-					for _, e := range ents {
-						l, _ := os.Readlink("/proc/self/fd/" + e.Name())
-						links += " " + e.Name() + "->" + l
-					}
-				}
-				t.Errorf("leak: goroutines %d -> %d, descriptors %d -> %d\nfds:%s\n%s", g0, g, fd0, fd, links, buf)
-				return
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-	})
+	t.Cleanup(testkit.LeakCheck(t))
 }
 
 // --------------------------------------------------------------- upstream
