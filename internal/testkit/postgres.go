@@ -11,7 +11,6 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -62,7 +61,7 @@ func StopPostgres() error {
 		return nil
 	}
 	pg.started = false
-	script, err := postgresScript()
+	script, err := repoFile("scripts/postgres.sh")
 	if err != nil {
 		return err
 	}
@@ -100,7 +99,7 @@ func PostgresServer(t testing.TB) string {
 }
 
 func startPostgres() (dsn, dir string, err error) {
-	script, err := postgresScript()
+	script, err := repoFile("scripts/postgres.sh")
 	if err != nil {
 		return "", "", err
 	}
@@ -136,29 +135,6 @@ func startPostgres() (dsn, dir string, err error) {
 		go w.Wait()
 	}
 	return dsn, dir, nil
-}
-
-// postgresScript finds scripts/postgres.sh from the package directory the
-// test runs in, walking up to the module root.
-func postgresScript() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		p := filepath.Join(dir, "scripts", "postgres.sh")
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			if _, err := os.Stat(p); err != nil {
-				return "", fmt.Errorf("%s: %w", p, err)
-			}
-			return p, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("scripts/postgres.sh not found above the test's directory")
-		}
-		dir = parent
-	}
 }
 
 // PostgresDSN returns the DSN of a fresh, empty schema on the test server
@@ -219,7 +195,7 @@ type OwnPostgres struct {
 // scripts/postgres.sh; it is removed when the test ends.
 func StartPostgres(t testing.TB) *OwnPostgres {
 	t.Helper()
-	script, err := postgresScript()
+	script, err := repoFile("scripts/postgres.sh")
 	if err != nil {
 		t.Fatalf("postgres for tests: %v", err)
 	}
