@@ -12,6 +12,8 @@ import (
 	"unsafe"
 
 	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/contractd/contractd/internal/jsonstr"
 )
 
 // decodeObject decodes b, which must hold exactly one JSON object (JSON
@@ -341,8 +343,9 @@ func (d *objDecoder) str(raw []byte, quoted bool) string {
 	}
 	start := len(d.arena)
 	if quoted {
-		// raw was validated by ReadValue, so this cannot fail.
-		d.arena, _ = jsontext.AppendUnquote(d.arena, raw)
+		// raw was validated by ReadValue (jsonstr.AppendUnquote's
+		// precondition), so this cannot fail.
+		d.arena = jsonstr.AppendUnquote(d.arena, raw)
 	} else {
 		d.arena = append(d.arena, raw...)
 	}

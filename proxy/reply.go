@@ -10,6 +10,8 @@ import (
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 	openai "github.com/sashabaranov/go-openai"
+
+	"github.com/contractd/contractd/internal/jsonstr"
 )
 
 // The upstream reply is read with one token walk into the fields the
@@ -313,7 +315,7 @@ func (r *replyReader) unquote(s *[numStrs]string) {
 		if raw != nil {
 			// Invalid UTF-8 becomes U+FFFD (and may lengthen the text),
 			// as json v2 reads it with AllowInvalidUTF8.
-			buf, _ = jsontext.AppendUnquote(buf, raw)
+			buf = jsonstr.AppendUnquote(buf, raw) // raw was read by the decoder
 		}
 		ends[i] = len(buf)
 	}
