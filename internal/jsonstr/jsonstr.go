@@ -3,7 +3,10 @@
 // both build JSON by hand on their hot paths and must quote alike.
 package jsonstr
 
-import "unicode/utf8"
+import (
+	"slices"
+	"unicode/utf8"
+)
 
 const hexDigits = "0123456789abcdef"
 
@@ -12,14 +15,19 @@ const hexDigits = "0123456789abcdef"
 // escaped.
 func Append(b []byte, s string) []byte {
 	b = append(b, '"')
-	start := 0
+	// Room for s unescaped and a few escapes, so the loop below rarely
+	// grows b; bytes that need no escaping are copied one by one (in JSON
+	// content, where every quote is escaped, the runs between escapes are
+	// too short for a copy call to pay).
+	b = slices.Grow(b, len(s)+len(s)/8+2)
 	for i := 0; i < len(s); {
-		if c := s[i]; c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' {
-				i++
-				continue
-			}
-			b = append(b, s[start:i]...)
+		c := s[i]
+		if plain[c] {
+			b = append(b, c)
+			i++
+			continue
+		}
+		if c < utf8.RuneSelf {
 			switch c {
 			case '\\', '"':
 				b = append(b, '\\', c)
@@ -37,26 +45,27 @@ func Append(b []byte, s string) []byte {
 				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
 			}
 			i++
-			start = i
 			continue
 		}
 		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			b = append(b, s[start:i]...)
+		switch {
+		case r == utf8.RuneError && size == 1:
 			b = append(b, `\ufffd`...)
-			i += size
-			start = i
-			continue
-		}
-		if r == '\u2028' || r == '\u2029' {
-			b = append(b, s[start:i]...)
+		case r == '\u2028' || r == '\u2029':
 			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xF])
-			i += size
-			start = i
-			continue
+		default:
+			b = append(b, s[i:i+size]...)
 		}
 		i += size
 	}
-	b = append(b, s[start:]...)
 	return append(b, '"')
 }
+
+// plain marks the bytes Append copies as they are: ASCII from the space
+// up, except the quote and the backslash.
+var plain = func() (t [256]bool) {
+	for c := 0x20; c < utf8.RuneSelf; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
