@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unsafe"
 
 	"github.com/contractd/contractd/audit"
 	"github.com/contractd/contractd/config"
@@ -27,6 +28,13 @@ func sha(b []byte) string {
 	var h [2 * sha256.Size]byte
 	hex.Encode(h[:], s[:])
 	return string(h[:])
+}
+
+// shaString is sha of a string's bytes without copying them first (a
+// []byte conversion of a model output allocates its size): the hash only
+// reads them.
+func shaString(s string) string {
+	return sha(unsafe.Slice(unsafe.StringData(s), len(s)))
 }
 
 // verdict is the outcome of the attempt loop.
@@ -207,7 +215,7 @@ func (s *Server) attempts(ctx context.Context, r *http.Request, x *exchange, p *
 
 		at := audit.Attempt{Attempt: n, Temperature: a.Temperature, Shortened: ab.Shortened, FinishReason: comp.Finish,
 			UpstreamStatus: comp.Status, LatencyMS: ms(latency), Usage: usage, Violations: res.Violations,
-			OutputSHA256: sha([]byte(comp.Output)), Tries: comp.Tries}
+			OutputSHA256: shaString(comp.Output), Tries: comp.Tries}
 		if x.st.rt.Audit.IncludeContent {
 			out := comp.Output
 			at.Output = &out

@@ -223,7 +223,7 @@ func storedAttempts(attempts []ReviewAttempt, outputs []string, offset int) []re
 		ra := review.Attempt{Attempt: offset + a.Attempt, Temperature: a.Temperature, Shortened: a.Shortened,
 			FinishReason: a.FinishReason, Usage: a.Usage, Violations: a.Violations}
 		if i < len(outputs) {
-			ra.Output, ra.OutputSHA256 = outputs[i], sha([]byte(outputs[i]))
+			ra.Output, ra.OutputSHA256 = outputs[i], shaString(outputs[i])
 		}
 		atts = append(atts, ra)
 	}
