@@ -213,6 +213,15 @@ type nopSink struct{}
 
 func (nopSink) Write(*Event) error { return nil }
 func (nopSink) Close() error       { return nil }
+func (nopSink) Discards() bool     { return true }
+
+// Discards reports whether sink drops every event (sink none), so a
+// caller may skip work only the audit line would show (hashing a body).
+// Sinks without a Discards method keep every event.
+func Discards(sink Sink) bool {
+	d, ok := sink.(interface{ Discards() bool })
+	return ok && d.Discards()
+}
 
 // Switch is a Sink whose destination a config reload can change. Writes
 // hold a read lock, so Reopen closes the old sink only once no write is
@@ -252,6 +261,13 @@ func (s *Switch) Reopen(sink SinkKind, path string) (changed bool, err error) {
 	s.cur, s.sink, s.path = next, sink, path
 	s.mu.Unlock()
 	return true, old.Close()
+}
+
+// Discards reports whether the current sink drops every event.
+func (s *Switch) Discards() bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return Discards(s.cur)
 }
 
 func (s *Switch) Write(ev *Event) error {

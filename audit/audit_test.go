@@ -281,6 +281,38 @@ func TestCloseFsyncs(t *testing.T) {
 	}
 }
 
+// TestDiscards: only sink none says it drops events, behind a Switch too,
+// and a Switch says so no longer once reopened elsewhere.
+func TestDiscards(t *testing.T) {
+	none, err := audit.New(audit.SinkNone, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !audit.Discards(none) {
+		t.Error("sink none: Discards false")
+	}
+	if audit.Discards(audit.NewWriter(io.Discard)) {
+		t.Error("a writer sink: Discards true")
+	}
+	sw, err := audit.NewSwitch(audit.SinkNone, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !audit.Discards(sw) {
+		t.Error("Switch on none: Discards false")
+	}
+	path := filepath.Join(t.TempDir(), "audit.jsonl")
+	if _, err := sw.Reopen(audit.SinkFile, path); err != nil {
+		t.Fatal(err)
+	}
+	if audit.Discards(sw) {
+		t.Error("Switch reopened on a file: Discards true")
+	}
+	if err := sw.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestNoneSink(t *testing.T) {
 	dir := t.TempDir()
 	s, err := audit.New("none", filepath.Join(dir, "audit.jsonl"))

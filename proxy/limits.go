@@ -51,7 +51,9 @@ func (s *Server) Deadlines(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		srv := &s.state.Load().rt.Server
 		now := time.Now()
-		rc := http.NewResponseController(w)
+		// A value, not the pointer NewResponseController returns: a
+		// deadlineBody holds its own copy, in the same allocation.
+		rc := *http.NewResponseController(w)
 		grace := s.WriteGrace
 		if grace <= 0 {
 			grace = DefaultWriteGrace
@@ -71,7 +73,7 @@ func (s *Server) Deadlines(h http.Handler) http.Handler {
 // client leaving, which must not fail at the body's deadline.
 type deadlineBody struct {
 	io.ReadCloser
-	rc   *http.ResponseController
+	rc   http.ResponseController
 	done bool
 }
 

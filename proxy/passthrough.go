@@ -83,9 +83,39 @@ func callOf(r *http.Request) *passCall {
 	return c
 }
 
-// passProxy is the Server's ReverseProxy for passthrough routes; each
-// call copies it to set its own ErrorLog (see passthrough).
-func (s *Server) passProxy() *httputil.ReverseProxy {
+// passProxy is a ReverseProxy for passthrough routes with an ErrorLog of
+// its own, whose complaints (e.g. a body copy cut short) go to the
+// structured log of the exchange it serves, with the request id. The
+// Server pools them: a call neither copies a proxy nor builds a logger.
+type passProxy struct {
+	httputil.ReverseProxy
+	x *exchange // the exchange in flight; nil while pooled
+}
+
+func (p *passProxy) Write(b []byte) (int, error) {
+	p.x.logger().Warn(strings.TrimSuffix(string(b), "\n"))
+	return len(b), nil
+}
+
+// getPassProxy is a pooled passProxy serving x; putPassProxy gives it back
+// once its ServeHTTP returned (ReverseProxy logs only from within it).
+func (s *Server) getPassProxy(x *exchange) *passProxy {
+	p, _ := s.passProxies.Get().(*passProxy)
+	if p == nil {
+		p = &passProxy{ReverseProxy: *s.newPassProxy()}
+		p.ErrorLog = log.New(p, "", 0)
+	}
+	p.x = x
+	return p
+}
+
+func (s *Server) putPassProxy(p *passProxy) {
+	p.x = nil
+	s.passProxies.Put(p)
+}
+
+// newPassProxy is the ReverseProxy passthrough routes forward with.
+func (s *Server) newPassProxy() *httputil.ReverseProxy {
 	return &httputil.ReverseProxy{
 		Transport: passTransport{s},
 		// No periodic flush: a reply of known length goes out in as few
@@ -115,22 +145,21 @@ func passRewrite(pr *httputil.ProxyRequest) {
 	c := callOf(pr.In)
 	*pr.Out.URL = *c.target // pr.Out's URL is its own copy
 	pr.Out.Host = ""
-	pr.Out.Body = &sentBody{Reader: bytes.NewReader(c.body)}
+	// io.NopCloser over a *bytes.Reader is a body net/http knows is in
+	// memory: it writes the request line, headers and body in one write.
+	// Any other type makes it flush the headers first, a second syscall.
+	pr.Out.Body = io.NopCloser(bytes.NewReader(c.body))
 	pr.Out.ContentLength = int64(len(c.body))
 	// The transport writes Content-Length from ContentLength and never
 	// from the header; drop the client's, which counted its own body.
-	pr.Out.Header.Del("Content-Length")
-	pr.Out.Header.Del("Authorization")
+	// (Canonical names: the map itself, without Del's canonicalizing.)
+	h := pr.Out.Header
+	delete(h, "Content-Length")
+	delete(h, "Authorization")
 	if key := c.s.Caller.Keys(c.route.Upstream); key != "" {
-		pr.Out.Header.Set("Authorization", "Bearer "+key)
+		h["Authorization"] = []string{"Bearer " + key}
 	}
 }
-
-// sentBody is the forwarded body: a reader and a no-op Close in one
-// allocation.
-type sentBody struct{ *bytes.Reader }
-
-func (sentBody) Close() error { return nil }
 
 func passModifyResponse(resp *http.Response) error {
 	c := callOf(resp.Request)
@@ -142,11 +171,11 @@ func passModifyResponse(resp *http.Response) error {
 	// short reply with the length it counted, a longer one chunked.
 	// resp.ContentLength stays, so ReverseProxy knows the reply is
 	// not a stream and does not flush it read by read.
-	resp.Header.Del("Content-Length")
+	delete(resp.Header, "Content-Length")
 	// The response already carries contractd's X-Request-Id (set in
 	// chat); ReverseProxy adds the upstream's headers to it, so drop
 	// the upstream's own id rather than send two.
-	resp.Header.Del("X-Request-Id")
+	delete(resp.Header, "X-Request-Id")
 	if resp.StatusCode >= 400 {
 		// An error body may echo what the upstream was sent: the
 		// key, as contract routes' 502 messages redact.
@@ -171,17 +200,6 @@ func passError(w http.ResponseWriter, r *http.Request, err error) {
 		c.failed = &APIError{Status: http.StatusBadGateway, Type: typeUpstream, Code: CodeUpstreamError, Message: "upstream " + quoteForMessage(c.route.Upstream.Name) + " failed: connection failed", Internal: err}
 	}
 	writeError(w, c.failed)
-}
-
-// proxyLog is ReverseProxy's ErrorLog output for one exchange: its
-// complaints (e.g. a body copy cut short) go to the structured log with
-// the request id, not to the standard logger.
-type proxyLog exchange
-
-func (l *proxyLog) Write(p []byte) (int, error) {
-	x := (*exchange)(l)
-	x.logger().Warn(strings.TrimSuffix(string(p), "\n"))
-	return len(p), nil
 }
 
 // withModel is body with its top-level model member set to model: the
@@ -216,7 +234,9 @@ func offsetIn(b, v []byte) (int, bool) {
 func (s *Server) passthrough(ctx context.Context, cancel context.CancelFunc, w http.ResponseWriter, r *http.Request, x *exchange, route *config.Route, obj object) {
 	plan := x.st.pass[passKey{route, x.edge}]
 	body := withModel(x.body, obj, plan.model)
-	x.ev.InputSHA256 = sha(body)
+	if !audit.Discards(s.Audit) { // sink none: no line shows the hash
+		x.ev.InputSHA256 = sha(body)
+	}
 	if x.st.rt.Audit.IncludeContent {
 		x.ev.Input = body // the forwarded request; a relayed stream is not captured
 	}
@@ -263,9 +283,9 @@ func (s *Server) passthrough(ctx context.Context, cancel context.CancelFunc, w h
 	// routes: queueing counts against request_timeout, not the call.
 	c.timer = time.AfterFunc(route.Upstream.Timeout, cancel)
 	defer c.timer.Stop()
-	rp := *s.pass // a copy per call for its ErrorLog, which only a complaint writes to
-	rp.ErrorLog = log.New((*proxyLog)(x), "", 0)
+	rp := s.getPassProxy(x)
 	rp.ServeHTTP(w, r.WithContext(c))
+	s.putPassProxy(rp) // not after a panic: that proxy is left to the GC
 	x.ev.Attempts = attempt()
 	switch {
 	case c.failed != nil:

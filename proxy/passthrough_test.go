@@ -11,6 +11,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -62,6 +63,10 @@ func TestPassthroughForwardsUntouched(t *testing.T) {
 	if ev.Outcome != "passthrough" || ev.Status != 201 || ev.Route != "raw" || len(ev.Attempts) != 1 ||
 		ev.Attempts[0].UpstreamStatus != 201 || ev.Attempts[0].Violations == nil {
 		t.Errorf("audit %+v", ev)
+	}
+	// The hash is of the forwarded body (only a discarding sink skips it).
+	if ev.InputSHA256 != sha([]byte(want)) {
+		t.Errorf("input_sha256 %q, want the forwarded body's", ev.InputSHA256)
 	}
 	// By path too; the body's model is replaced all the same.
 	r = h.post("/r/raw/v1/chat/completions", `{"model":"whatever","x":1}`)
@@ -449,6 +454,47 @@ func TestRedactBodyWithholdsUnknownEncoding(t *testing.T) {
 		got, _ := io.ReadAll(resp.Body)
 		if string(got) != tc.want || resp.Header.Get("Content-Type") != "application/json" || resp.Header.Get("Content-Encoding") != "" {
 			t.Errorf("%s: body %s, headers %v", tc.enc, got, resp.Header)
+		}
+	}
+}
+
+// writeCounter counts the writes made on a connection.
+type writeCounter struct {
+	net.Conn
+	writes *atomic.Int32
+}
+
+func (c writeCounter) Write(p []byte) (int, error) {
+	c.writes.Add(1)
+	return c.Conn.Write(p)
+}
+
+// The forwarded request goes out in one write: request line, headers and
+// body together (net/http flushes the headers on their own, a second
+// syscall, unless it knows the body is in memory).
+func TestPassthroughSendsRequestInOneWrite(t *testing.T) {
+	h := newHarness(t, func(w http.ResponseWriter, r *http.Request, c *upCall) {
+		reply(w, 200, []byte(`{"ok":true}`))
+	}, cfg{})
+	var writes atomic.Int32
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return writeCounter{Conn: c, writes: &writes}, nil
+	}
+	h.caller.Client = &http.Client{Transport: tr}
+	t.Cleanup(tr.CloseIdleConnections)
+	for i := range 3 {
+		writes.Store(0)
+		r := h.post("/r/raw/v1/chat/completions", `{"model":"x","messages":[{"role":"user","content":"`+strings.Repeat("a", 500)+`"}]}`)
+		if r.Status != 200 {
+			t.Fatalf("status %d %s", r.Status, r.Body)
+		}
+		if n := writes.Load(); n != 1 {
+			t.Errorf("request %d: %d writes to the upstream, want 1", i, n)
 		}
 	}
 }

@@ -11,11 +11,11 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/http/httputil"
 	"net/url"
 	"os"
 	"path"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 	"unicode/utf8"
@@ -50,7 +50,7 @@ type Server struct {
 	inflight budget // server.max_inflight_bytes
 
 	schemaNotes schemaNotes // X-Contract-Schema-Replaced's once-only warnings
-	pass        *httputil.ReverseProxy
+	passProxies sync.Pool   // *passProxy
 }
 
 // state is a Runtime with what is derived from it at install time.
@@ -67,7 +67,6 @@ func NewServer(rt *config.Runtime, caller *Caller, sink audit.Sink, logger *slog
 	if s.Logger == nil {
 		s.Logger = slog.New(slog.NewJSONHandler(io.Discard, nil))
 	}
-	s.pass = s.passProxy()
 	s.Conns.Max = func() int { return s.state.Load().rt.Server.MaxConnections }
 	if caller != nil && caller.replies == nil {
 		// Upstream replies share the request bodies' budget.
@@ -254,9 +253,10 @@ type exchange struct {
 	ev     *audit.Event
 	start  time.Time
 	log    *slog.Logger
-	keyID  string // the client key's id for review items
-	keySum string // the client key's full SHA-256 (hex), for the dedupe key
-	body   []byte // the client's body as received
+	keyID  string      // the client key's id for review items
+	keySum string      // the client key's full SHA-256 (hex), for the dedupe key
+	body   []byte      // the client's body as received
+	event  audit.Event // ev's memory on the API edges: one allocation for both
 }
 
 func (x *exchange) finish(ctx context.Context, status int, outcome audit.Outcome, code ErrorCode) {
@@ -321,8 +321,10 @@ func (s *Server) serveRoute(w http.ResponseWriter, r *http.Request, e *edge, pat
 	st := s.state.Load()
 	rt := st.rt
 	id := newRequestID()
-	w.Header().Set("X-Request-Id", id)
-	x := &exchange{s: s, st: st, edge: e, start: time.Now(), ev: &audit.Event{Time: time.Now().UTC(), RequestID: id, API: e.api}}
+	w.Header()["X-Request-Id"] = []string{id} // canonical: no Set needed
+	start := time.Now()
+	x := &exchange{s: s, st: st, edge: e, start: start, event: audit.Event{Time: start.UTC(), RequestID: id, API: e.api}}
+	x.ev = &x.event
 	ctx, cancel := context.WithTimeout(r.Context(), rt.Server.RequestTimeout)
 	defer cancel()
 
