@@ -116,10 +116,10 @@ func (s *Server) AuthEnabled() bool { return len(s.state.Load().keys) > 0 }
 // endpoints when admin is non-nil (admin_listen "").
 func (s *Server) Handler(admin http.Handler) http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /v1/chat/completions", s.chat)
-	mux.HandleFunc("POST /r/{route}/v1/chat/completions", s.chat)
-	mux.HandleFunc("POST /v1/responses", s.responses)
-	mux.HandleFunc("POST /r/{route}/v1/responses", s.responses)
+	mux.HandleFunc(patChat, s.chat)
+	mux.HandleFunc(patRouteChat, s.chat)
+	mux.HandleFunc(patResponses, s.responses)
+	mux.HandleFunc(patRouteResponses, s.responses)
 	mux.HandleFunc("GET /v1/models", s.models)
 	mux.HandleFunc("GET /r/{route}/v1/models", s.models)
 	mux.HandleFunc("GET /v1/models/{model}", s.model)
@@ -153,6 +153,11 @@ func (s *Server) exactPaths(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p := r.URL.Path
 		if clean := path.Clean(p); (clean == p || clean+"/" == p) && (!strings.HasPrefix(p, "/r/") || goodRouteSegment(r)) {
+			if e, name, pattern := apiEdge(r.Method, p); e != nil {
+				r.Pattern = pattern // as the ServeMux sets it: the HTTP metric's http.route
+				s.serveRoute(w, r, e, name, false)
+				return
+			}
 			next.ServeHTTP(w, r)
 			return
 		}
@@ -171,6 +176,47 @@ func (s *Server) exactPaths(next http.Handler) http.Handler {
 			writeError(w, unknownRoute(name))
 		}
 	})
+}
+
+// The POST edges' ServeMux patterns.
+const (
+	patChat           = "POST /v1/chat/completions"
+	patRouteChat      = "POST /r/{route}/v1/chat/completions"
+	patResponses      = "POST /v1/responses"
+	patRouteResponses = "POST /r/{route}/v1/responses"
+)
+
+// apiEdge matches a clean path against the POST edges' patterns before the
+// ServeMux does: the same edge, route name and pattern it would find, for
+// the requests nearly all traffic is, without its matching and PathValue
+// bookkeeping. Anything else (nil edge) goes to the ServeMux. The path's
+// route segment was checked by goodRouteSegment (no encoded "/"), so
+// r.URL.Path's segment is the one the ServeMux would unescape.
+func apiEdge(method, p string) (e *edge, name, pattern string) {
+	if method != http.MethodPost {
+		return nil, "", ""
+	}
+	switch p {
+	case "/v1/chat/completions":
+		return chatEdge, "", patChat
+	case "/v1/responses":
+		return responsesEdge, "", patResponses
+	}
+	rest, ok := strings.CutPrefix(p, "/r/")
+	if !ok {
+		return nil, "", ""
+	}
+	name, tail, ok := strings.Cut(rest, "/")
+	if !ok || name == "" {
+		return nil, "", ""
+	}
+	switch tail {
+	case "v1/chat/completions":
+		return chatEdge, name, patRouteChat
+	case "v1/responses":
+		return responsesEdge, name, patRouteResponses
+	}
+	return nil, "", ""
 }
 
 // goodRouteSegment reports whether /r/{route}/ names a route literally:
