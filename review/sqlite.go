@@ -1,6 +1,7 @@
 package review
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"database/sql"
@@ -9,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/bits"
 	"net/url"
 	"strings"
 	"sync"
@@ -38,7 +40,10 @@ type SQLite struct {
 	w  *sql.DB // the one writer connection: writers queue in Go, not in SQLite's busy handler
 
 	insItem, insRule *sql.Stmt // prepared once: parsing SQL per item costs more than the insert
-	recentDedupe     *sql.Stmt // on the readers; polled by every process sharing the file
+	// The multi-row inserts by size (1 << index rows), prepared when first
+	// used by the writer goroutine and closed by Close after it stopped.
+	itemStmts    [8]*sql.Stmt
+	recentDedupe *sql.Stmt // on the readers; polled by every process sharing the file
 
 	batch     *batcher // one writer: SQLite has one write lock anyway
 	closed    chan struct{}
@@ -207,7 +212,13 @@ func (s *SQLite) Close() error {
 		s.batch.close()
 		close(s.closed)
 		<-s.ckptDone
-		err = errors.Join(s.insItem.Close(), s.insRule.Close(), s.recentDedupe.Close(), s.db.Close(), s.w.Close())
+		errs := []error{s.insItem.Close(), s.insRule.Close(), s.recentDedupe.Close()}
+		for _, st := range s.itemStmts {
+			if st != nil {
+				errs = append(errs, st.Close())
+			}
+		}
+		err = errors.Join(append(errs, s.db.Close(), s.w.Close())...)
 	})
 	return err
 }
@@ -233,6 +244,17 @@ const (
 	sqlRecentDedupe = `SELECT id, created_ns, dedupe_key, dedupe_until_ns, dedupe_answer FROM reviews
 		WHERE created_ns >= ? AND dedupe_key IS NOT NULL AND dedupe_until_ns > ? ORDER BY created_ns, id LIMIT ?`
 	sqlInsertRule = `INSERT INTO review_rules (review_id, rule, created_ns, status, route, contract_name) VALUES (?,?,?,'pending',?,?) ON CONFLICT DO NOTHING`
+
+	// The multi-row insert (execRows): head, then one row per item. OR
+	// IGNORE rather than ON CONFLICT: a multi-row statement that may abort
+	// half way needs a statement journal, a temporary file written for
+	// every page it touches. A row ignored for any reason shows in the
+	// count, and insertEach then stores the batch with sqlInsertItem,
+	// which reports a real error. Documents come as bytes cast to TEXT:
+	// stored as before, without a Go string copy of each first.
+	sqlInsertItems = `INSERT OR IGNORE INTO reviews (id, status, created_ns, route, prompt_name, prompt_sha,
+		contract_name, contract_sha, key_id, input, request, attempts, dedupe_key, dedupe_until_ns, dedupe_answer) VALUES `
+	sqlItemRow = `(?,'pending',?,?,?,?,?,?,?,CAST(? AS TEXT),CAST(? AS TEXT),CAST(? AS TEXT),?,?,CAST(? AS TEXT))`
 )
 
 // Create hands the item to the writer goroutine (group commit, see
@@ -241,7 +263,138 @@ func (s *SQLite) Create(ctx context.Context, it *Item, webhook bool) (bool, erro
 	return s.batch.create(ctx, it, webhook)
 }
 
+// insertAll stores a batch in one transaction: its items with a few
+// multi-row INSERTs (execRows) rather than one statement each. When some
+// id already existed (a spooled item moved in twice, a retry after a
+// timeout) the count tells, and the batch is stored again item by item to
+// learn which.
 func (s *SQLite) insertAll(ctx context.Context, batch []createReq) ([]bool, error) {
+	created, ok, err := s.insertRows(ctx, batch)
+	if err != nil || ok {
+		return created, err
+	}
+	return s.insertEach(ctx, batch)
+}
+
+// insertRows is insertAll's fast path; ok is false (and nothing stored)
+// when not every item was new.
+func (s *SQLite) insertRows(ctx context.Context, batch []createReq) (created []bool, ok bool, err error) {
+	created = make([]bool, len(batch))
+	var items, rules []any
+	var buf bytes.Buffer
+	for i, r := range batch {
+		it := r.it
+		for _, o := range batch[:i] {
+			if o.it.ID == it.ID {
+				return created, false, nil // the later copy is not new
+			}
+		}
+		buf.Reset()
+		if err := json.NewEncoder(&buf).Encode(nonNilAttempts(it.Attempts)); err != nil {
+			return created, false, err
+		}
+		atts := bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
+		ts := it.CreatedAt.UnixNano()
+		var dk, duntil, dans any // NULL: no dedupe window
+		if d := it.Dedupe; d != nil && d.Key != "" {
+			dk, duntil, dans = d.Key, d.Until.UnixNano(), []byte(d.Answer)
+		}
+		items = append(items, it.ID, ts, it.Route, it.Prompt.Name, it.Prompt.SHA256, it.Contract.Name, it.Contract.SHA256,
+			it.KeyID, []byte(orNull(it.Input)), []byte(orNull(it.Request)), bytes.Clone(atts), dk, duntil, dans)
+		for _, rule := range it.Rules() {
+			rules = append(rules, it.ID, rule, ts, it.Route, it.Contract.Name) // sqlInsertRule's order
+		}
+	}
+	// Prepared before the transaction: it holds the writer's one connection.
+	if err := s.prepareRows(ctx, &s.itemStmts, sqlInsertItems, sqlItemRow, len(batch)); err != nil {
+		return created, false, err
+	}
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return created, false, err
+	}
+	defer tx.Rollback()
+	n, err := s.execRows(ctx, tx, &s.itemStmts, sqlItemRow, items)
+	if err != nil {
+		return created, false, err
+	}
+	if n != len(batch) {
+		return created, false, nil
+	}
+	// Rule rows one by one: a multi-row insert into review_rules would
+	// check its foreign key per statement, which needs a statement
+	// journal (a temporary file written per page touched).
+	ins := tx.StmtContext(ctx, s.insRule)
+	for i := 0; i < len(rules); i += 5 {
+		if _, err := ins.ExecContext(ctx, rules[i:i+5]...); err != nil {
+			return created, false, err
+		}
+	}
+	for _, r := range batch {
+		if r.webhook {
+			cp := *r.it
+			cp.Status, cp.ResolvedAt, cp.Resolution = StatusPending, nil, nil
+			if err := s.enqueue(ctx, tx, EventCreated, &cp); err != nil {
+				return created, false, err
+			}
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return created, false, err
+	}
+	for i := range created {
+		created[i] = true
+	}
+	return created, true, nil
+}
+
+// rowChunks calls fn with the sizes, as powers of two (1 << k rows, k
+// at most 7), that execRows splits rows into, largest first.
+func rowChunks(rows int, fn func(k, n int) error) error {
+	for rows > 0 {
+		k := min(bits.Len(uint(rows))-1, 7)
+		if err := fn(k, 1<<k); err != nil {
+			return err
+		}
+		rows -= 1 << k
+	}
+	return nil
+}
+
+// prepareRows prepares the multi-row statements (head, then n times row)
+// that rows rows need and stmts does not hold yet. Only the writer
+// goroutine uses them.
+func (s *SQLite) prepareRows(ctx context.Context, stmts *[8]*sql.Stmt, head, row string, rows int) error {
+	return rowChunks(rows, func(k, n int) error {
+		if stmts[k] != nil {
+			return nil
+		}
+		st, err := s.w.PrepareContext(ctx, head+strings.Repeat(row+",", n-1)+row)
+		stmts[k] = st
+		return err
+	})
+}
+
+// execRows inserts args, a row's worth (the placeholders of row) a row,
+// with the statements prepareRows prepared, and gives the rows inserted.
+func (s *SQLite) execRows(ctx context.Context, tx *sql.Tx, stmts *[8]*sql.Stmt, row string, args []any) (int, error) {
+	params, total := strings.Count(row, "?"), 0
+	err := rowChunks(len(args)/params, func(k, n int) error {
+		res, err := tx.StmtContext(ctx, stmts[k]).ExecContext(ctx, args[:n*params]...)
+		if err != nil {
+			return err
+		}
+		args = args[n*params:]
+		c, _ := res.RowsAffected()
+		total += int(c)
+		return nil
+	})
+	return total, err
+}
+
+// insertEach stores a batch item by item in one transaction, reporting
+// which ids were new.
+func (s *SQLite) insertEach(ctx context.Context, batch []createReq) ([]bool, error) {
 	created := make([]bool, len(batch))
 	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
