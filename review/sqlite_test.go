@@ -148,3 +148,79 @@ func TestSQLiteMigrateFrom0001(t *testing.T) {
 		t.Fatal(recs, err)
 	}
 }
+
+// Group commits that mix new ids, ids already stored and one id twice
+// (the multi-row insert's count then falls short and the batch is stored
+// item by item): each id is reported created exactly once and stored once
+// with its rule rows.
+func TestSQLiteCreateMixedBatches(t *testing.T) {
+	s := openSQLite(t)
+	now := time.Now()
+	for i := range 20 {
+		if ok, err := s.Create(context.Background(), storetest.NewItem(fmt.Sprint("old", i), "a", now), false); err != nil || !ok {
+			t.Fatalf("create old%d: %v %v", i, ok, err)
+		}
+	}
+	var ids []string
+	for i := range 20 {
+		ids = append(ids, fmt.Sprint("old", i), fmt.Sprint("new", i), fmt.Sprint("new", i))
+	}
+	created := make([]bool, len(ids))
+	errs := make(chan error, len(ids))
+	start := make(chan struct{})
+	for i, id := range ids {
+		go func() {
+			<-start
+			ok, err := s.Create(context.Background(), storetest.NewItem(id, "a", now.Add(time.Second), "required", "enum"), false)
+			created[i] = ok
+			errs <- err
+		}()
+	}
+	close(start)
+	for range ids {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	perID := map[string]int{}
+	for i, id := range ids {
+		if created[i] {
+			perID[id]++
+		}
+	}
+	for i := range 20 {
+		if n := perID[fmt.Sprint("old", i)]; n != 0 {
+			t.Errorf("old%d reported created %d times", i, n)
+		}
+		if n := perID[fmt.Sprint("new", i)]; n != 1 {
+			t.Errorf("new%d reported created %d times, want once", i, n)
+		}
+	}
+	items, _, err := s.List(context.Background(), review.Filter{Rule: "enum", Limit: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(items) != 20 {
+		t.Errorf("%d items with the new items' rule, want 20", len(items))
+	}
+	// A batch of only new items, 13 = 8+4+1 rows, takes the multi-row path.
+	wave := make(chan error, 13)
+	for i := range 13 {
+		go func() {
+			ok, err := s.Create(context.Background(), storetest.NewItem(fmt.Sprint("wave", i), "a", now), false)
+			if err == nil && !ok {
+				err = fmt.Errorf("wave%d not created", i)
+			}
+			wave <- err
+		}()
+	}
+	for range 13 {
+		if err := <-wave; err != nil {
+			t.Fatal(err)
+		}
+	}
+	items, _, err = s.List(context.Background(), review.Filter{Limit: 100})
+	if err != nil || len(items) != 53 {
+		t.Errorf("%d items stored (%v), want 53", len(items), err)
+	}
+}
