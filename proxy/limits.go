@@ -332,17 +332,21 @@ type body struct {
 // Content-Length, holding its size in the in-flight budget. release gives
 // both back.
 func (s *Server) readBody(ctx context.Context, r *http.Request, limit, budgetLimit int64) (*body, *APIError) {
-	tooLarge := &APIError{Status: http.StatusRequestEntityTooLarge, Type: typeInvalidRequest, Code: CodeRequestTooLarge,
-		Message: "request body is larger than the server's max_body_bytes"}
+	// A function, not a value made up front: the error escapes, and
+	// most requests never need it.
+	tooLarge := func() *APIError {
+		return &APIError{Status: http.StatusRequestEntityTooLarge, Type: typeInvalidRequest, Code: CodeRequestTooLarge,
+			Message: "request body is larger than the server's max_body_bytes"}
+	}
 	if r.ContentLength > limit {
-		return nil, tooLarge
+		return nil, tooLarge()
 	}
 	b, err := s.inflight.read(ctx, r.Body, r.ContentLength, limit, budgetLimit)
 	switch {
 	case err == nil:
 		return b, nil
 	case errors.Is(err, errTooLarge):
-		return nil, tooLarge
+		return nil, tooLarge()
 	case errors.Is(err, errBusy):
 		return nil, busyError()
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):

@@ -67,6 +67,15 @@ type passCall struct {
 	timer     *time.Timer     // the upstream's header timeout
 	status    int
 	failed    *APIError
+	start     time.Time        // the call's start, for its attempt's latency
+	attempts  [1]audit.Attempt // the audit's attempt list, in the call's allocation
+}
+
+// attempt is the call as the audit's attempt list.
+func (c *passCall) attempt() []audit.Attempt {
+	// violations: [] as on contract attempts (the audit line has a list, not null).
+	c.attempts[0] = audit.Attempt{Attempt: 1, UpstreamStatus: c.status, LatencyMS: ms(time.Since(c.start)), Violations: []contracts.Violation{}}
+	return c.attempts[:]
 }
 
 type passCallKey struct{}
@@ -244,19 +253,14 @@ func (s *Server) passthrough(ctx context.Context, cancel context.CancelFunc, w h
 		x.fail(ctx, w, &APIError{Status: http.StatusBadGateway, Type: typeUpstream, Code: CodeUpstreamError, Message: "bad upstream URL"}, audit.OutcomeUpstreamError)
 		return
 	}
-	c := &passCall{Context: ctx, s: s, x: x, route: route, target: plan.target, body: body, clientCtx: r.Context()}
-	start := time.Now()
-	attempt := func() []audit.Attempt {
-		// violations: [] as on contract attempts (the audit line has a list, not null).
-		return []audit.Attempt{{Attempt: 1, UpstreamStatus: c.status, LatencyMS: ms(time.Since(start)), Violations: []contracts.Violation{}}}
-	}
+	c := &passCall{Context: ctx, s: s, x: x, route: route, target: plan.target, body: body, clientCtx: r.Context(), start: time.Now()}
 	// ReverseProxy aborts the handler with panic(http.ErrAbortHandler) when
 	// copying the body fails after the headers went out (client gone, or
 	// the upstream stream broke). Record the request before re-panicking:
 	// every chat request is audited.
 	defer func() {
 		if p := recover(); p != nil {
-			x.ev.Attempts = attempt()
+			x.ev.Attempts = c.attempt()
 			if c.clientCtx.Err() != nil {
 				x.finish(ctx, StatusClientClosed, audit.OutcomeRejected, CodeClientClosed)
 			} else { // the upstream stream broke or timed out mid-way
@@ -286,7 +290,7 @@ func (s *Server) passthrough(ctx context.Context, cancel context.CancelFunc, w h
 	rp := s.getPassProxy(x)
 	rp.ServeHTTP(w, r.WithContext(c))
 	s.putPassProxy(rp) // not after a panic: that proxy is left to the GC
-	x.ev.Attempts = attempt()
+	x.ev.Attempts = c.attempt()
 	switch {
 	case c.failed != nil:
 		x.ev.Attempts[0].UpstreamStatus = 0
