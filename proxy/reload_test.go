@@ -68,9 +68,12 @@ func TestReloadUnderLoad(t *testing.T) {
 			}
 		}()
 	}
-	deadline := time.Now().Add(400 * time.Millisecond)
+	// 400 ms and then until there were 20 swaps and 20 requests: on a
+	// loaded machine each 2 ms sleep can last far longer and 400 ms held
+	// as few as 10 swaps and 27 requests. 10 s bounds the wait.
+	start := time.Now()
 	swaps := 0
-	for time.Now().Before(deadline) {
+	for time.Since(start) < 400*time.Millisecond || (swaps < 20 || ok.Load() < 20) && time.Since(start) < 10*time.Second {
 		h.srv.Swap(compiled[swaps%len(compiled)])
 		swaps++
 		time.Sleep(2 * time.Millisecond)
