@@ -67,10 +67,10 @@ type redisStore struct {
 // redisMaxOnWire bounds the round trips in flight at once: while it is
 // reached, calls queue for the next batch. Two, not one: with one, a
 // second concurrent call always waited for the first's round trip and
-// then for the flush goroutine's wake-up, a chain that on a CPU-starved
-// machine stalled a replica's request streams (TestRedisLimiterReplicas
-// fell short of the rate twice at load 16); two concurrent calls now
-// both go straight out, and batching starts at the third.
+// then for the flush goroutine's wake-up; with two, two concurrent calls
+// both go straight out, and batching starts at the third. (The shortfalls
+// TestRedisLimiterReplicas once showed under load were the test's
+// reference, not this chain: see the test.)
 const redisMaxOnWire = 2
 
 // takeCall is one queued take; done receives once, after wait and err are
