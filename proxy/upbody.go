@@ -2,38 +2,44 @@ package proxy
 
 import (
 	"bytes"
+	"context"
 	"io"
+	"net/http/httptrace"
 	"sync"
 	"sync/atomic"
 )
 
 // upstreamBody is the body of one attempt's upstream calls, built in a
-// pooled buffer. A transport may still read a request body after RoundTrip
-// returns (it must only close it eventually), so the buffer goes back to
-// the pool only once every reader handed to the transport is closed and the
-// attempt has let go (done): counted in refs. A reader never closed only
-// costs the buffer's reuse.
+// pooled buffer.
+//
+// Every reader handed to net/http is io.NopCloser over a *bytes.Reader,
+// a body net/http knows is in memory: the transport then writes the
+// request line, headers and body in one write (any other type makes it
+// flush the headers first, a second syscall per call).
+//
+// A transport may still read a request body after RoundTrip returns (the
+// server answered before the body was written), and closing a NopCloser
+// tells nothing. The buffer therefore goes back to the pool only when the
+// transport has provably finished reading it: the attempt handed out a
+// single reader (no second call, no GetBody for a transport retry or a
+// redirect) and the transport reported that reader's request written
+// without error (httptrace WroteRequest, which net/http's HTTP/1 and
+// HTTP/2 transports report after the body's last read: a nil error means
+// the body was read to its end, so no later try can reuse that reader
+// without GetBody). Otherwise the buffer is left to the garbage collector,
+// which frees it once the transport lets go.
 type upstreamBody struct {
 	b       []byte
 	pooled  bool
-	refs    atomic.Int32
-	first   bodyReader  // the first call's reader, so that it costs nothing
-	used    atomic.Bool // first handed out
+	readers atomic.Int32 // readers handed out during this attempt
+	wrote   atomic.Bool  // the first reader's request was written whole
+	r       bytes.Reader // the first reader's state
+	rc      io.ReadCloser
+	// trace reports WroteRequest for the first reader's call. It is made
+	// once and never written again: the transport may read its fields for
+	// an old request after the body went back to the pool.
+	trace   *httptrace.ClientTrace
 	getBody func() (io.ReadCloser, error)
-}
-
-// bodyReader is one reader of an upstreamBody's bytes.
-type bodyReader struct {
-	bytes.Reader
-	u      *upstreamBody
-	closed atomic.Bool
-}
-
-func (r *bodyReader) Close() error {
-	if r.closed.CompareAndSwap(false, true) {
-		r.u.unref()
-	}
-	return nil
 }
 
 // maxPooledBody: a rare huge body's buffer is not kept.
@@ -41,56 +47,66 @@ const maxPooledBody = 256 << 10
 
 var upstreamBodyPool = sync.Pool{New: func() any {
 	u := &upstreamBody{}
-	u.getBody = func() (io.ReadCloser, error) { return u.reader(), nil }
+	u.rc = io.NopCloser(&u.r)
+	u.trace = &httptrace.ClientTrace{WroteRequest: func(i httptrace.WroteRequestInfo) {
+		if i.Err == nil {
+			u.wrote.Store(true)
+		}
+	}}
+	u.getBody = u.another
 	return u
 }}
 
-// newUpstreamBody returns a pooled body with an empty buffer, held once
-// (by the attempt, until done).
+// newUpstreamBody returns a pooled body with an empty buffer, held by the
+// attempt until done.
 func newUpstreamBody() *upstreamBody {
 	u := upstreamBodyPool.Get().(*upstreamBody)
 	u.pooled = true
-	u.used.Store(false)
-	u.refs.Store(1)
 	return u
 }
 
 // fixedBody wraps bytes the caller owns: never pooled.
 func fixedBody(b []byte) *upstreamBody {
 	u := &upstreamBody{b: b}
-	u.getBody = func() (io.ReadCloser, error) { return u.reader(), nil }
-	u.refs.Store(1)
+	u.getBody = u.another
 	return u
 }
 
-// reader returns a new reader of the bytes for the transport, which closes
-// it. Readers are handed out only while the attempt holds the body (during
-// Client.Do: GetBody for redirects and rewinds), so refs never returns to
-// zero in between.
-func (u *upstreamBody) reader() *bodyReader {
-	u.refs.Add(1)
-	r := &u.first
-	if u.used.CompareAndSwap(false, true) {
-		r.closed.Store(false)
-	} else {
-		r = &bodyReader{}
+// request returns the context and body of one upstream call. The
+// attempt's first call gets the pooled reader and a context carrying the
+// trace that reports its write (unless ctx already carries a trace, which
+// WithClientTrace would compose into the pooled one: then nothing is
+// reported and the buffer is not reused). Later calls get a fresh reader,
+// and the buffer is not reused either.
+func (u *upstreamBody) request(ctx context.Context) (context.Context, io.ReadCloser) {
+	if u.readers.Add(1) == 1 && u.pooled && httptrace.ContextClientTrace(ctx) == nil {
+		u.r.Reset(u.b)
+		return httptrace.WithClientTrace(ctx, u.trace), u.rc
 	}
-	r.u = u
-	r.Reset(u.b)
-	return r
+	return ctx, io.NopCloser(bytes.NewReader(u.b))
 }
 
-// done is the attempt letting go of the body.
-func (u *upstreamBody) done() { u.unref() }
+// another is GetBody: a fresh reader of the same bytes, for a transport
+// retry or a redirect. It is called only during Client.Do, while the
+// attempt holds the body.
+func (u *upstreamBody) another() (io.ReadCloser, error) {
+	u.readers.Add(1)
+	return io.NopCloser(bytes.NewReader(u.b)), nil
+}
 
-func (u *upstreamBody) unref() {
-	if u.refs.Add(-1) != 0 || !u.pooled {
-		return
+// done is the attempt letting go of the body once its calls returned. It
+// reports whether the buffer went back to the pool.
+func (u *upstreamBody) done() bool {
+	if !u.pooled || cap(u.b) > maxPooledBody {
+		return false
 	}
-	if cap(u.b) > maxPooledBody {
-		return
+	if n := u.readers.Load(); n > 1 || n == 1 && !u.wrote.Load() {
+		return false // a transport may still read it
 	}
 	u.b = u.b[:0]
-	u.first.Reset(nil)
+	u.r.Reset(nil)
+	u.readers.Store(0)
+	u.wrote.Store(false)
 	upstreamBodyPool.Put(u)
+	return true
 }

@@ -3,11 +3,15 @@ package proxy
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httptrace"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -36,9 +40,9 @@ func (t *lateReader) RoundTrip(r *http.Request) (*http.Response, error) {
 }
 
 // TestUpstreamBodyOutlivesTheCall: the attempt lets go of its body when
-// the call returns; the buffer is reused only once the transport has closed
-// its reader too (run with -race: a reuse before would be a race and
-// corrupt what the transport reads).
+// the call returns, before the transport read it; the buffer is not reused
+// then (run with -race: a reuse would be a race and corrupt what the
+// transport reads).
 func TestUpstreamBodyOutlivesTheCall(t *testing.T) {
 	tr := &lateReader{got: make(chan []byte, 1), read: make(chan struct{})}
 	c := &Caller{Client: &http.Client{Transport: tr}, Keys: testKeys}
@@ -48,9 +52,8 @@ func TestUpstreamBodyOutlivesTheCall(t *testing.T) {
 	if _, err := c.call(context.Background(), u, body, nil); err != nil {
 		t.Fatal(err)
 	}
-	body.done()
-	if n := body.refs.Load(); n != 1 {
-		t.Fatalf("refs %d after the call, want 1 (the transport's unclosed reader)", n)
+	if body.done() {
+		t.Fatal("the buffer went back to the pool before the transport read it")
 	}
 	// Other attempts take and fill pooled bodies meanwhile.
 	for range 8 {
@@ -63,14 +66,79 @@ func TestUpstreamBodyOutlivesTheCall(t *testing.T) {
 		t.Fatalf("the transport read %q", got)
 	}
 	tr.wg.Wait()
-	if n := body.refs.Load(); n != 0 {
-		t.Fatalf("refs %d after the transport closed its reader, want 0", n)
+}
+
+// syncTransport reads the request body within RoundTrip and reports the
+// write through the request's httptrace (report false: it reports nothing).
+type syncTransport struct {
+	report bool
+	err    error // the write's error it reports
+	got    []byte
+}
+
+func (t *syncTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	t.got, _ = io.ReadAll(r.Body)
+	r.Body.Close()
+	if tr := httptrace.ContextClientTrace(r.Context()); t.report && tr != nil && tr.WroteRequest != nil {
+		tr.WroteRequest(httptrace.WroteRequestInfo{Err: t.err})
+	}
+	return &http.Response{StatusCode: 200, Header: http.Header{}, ContentLength: int64(len(upbodyReply)), Body: io.NopCloser(strings.NewReader(upbodyReply)), Request: r}, nil
+}
+
+// TestUpstreamBodyReusedOnceWritten: the buffer goes back to the pool only
+// when the transport reported its one reader written without error.
+func TestUpstreamBodyReusedOnceWritten(t *testing.T) {
+	want := `{"model":"m","messages":[{"role":"user","content":"hi"}]}`
+	u := &config.Upstream{Name: "u", BaseURL: "http://up.invalid/v1", Timeout: time.Second}
+	for _, c := range []struct {
+		name   string
+		tr     *syncTransport
+		pooled bool
+	}{
+		{"written", &syncTransport{report: true}, true},
+		{"write failed", &syncTransport{report: true, err: errors.New("broken pipe")}, false},
+		{"not reported", &syncTransport{}, false},
+	} {
+		caller := &Caller{Client: &http.Client{Transport: c.tr}, Keys: testKeys}
+		body := newUpstreamBody()
+		body.b = append(body.b, want...)
+		if _, err := caller.call(context.Background(), u, body, nil); err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if string(c.tr.got) != want {
+			t.Errorf("%s: the transport read %q", c.name, c.tr.got)
+		}
+		if got := body.done(); got != c.pooled {
+			t.Errorf("%s: back to the pool %v, want %v", c.name, got, c.pooled)
+		}
+	}
+	// net/http's own transport reports the write: the upstream answers
+	// only after a pause, so the report has come when the call returns.
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		time.Sleep(20 * time.Millisecond)
+		if string(b) != want {
+			http.Error(w, "body "+string(b), http.StatusBadRequest)
+			return
+		}
+		_, _ = io.WriteString(w, upbodyReply)
+	}))
+	defer srv.Close()
+	caller := NewCaller(testKeys)
+	defer caller.Client.CloseIdleConnections()
+	body := newUpstreamBody()
+	body.b = append(body.b, want...)
+	if _, err := caller.call(context.Background(), &config.Upstream{Name: "u", BaseURL: srv.URL + "/v1", Timeout: 5 * time.Second}, body, nil); err != nil {
+		t.Fatal(err)
+	}
+	if !body.done() {
+		t.Error("net/http's transport: the buffer did not go back to the pool")
 	}
 }
 
 // TestUpstreamBodyRedirect: a 307 makes the client read the body again
-// through GetBody; both requests carry the same bytes, and every reader is
-// counted and closed.
+// through GetBody; both requests carry the same bytes, and the buffer is
+// not reused (a transport may still read the first reader).
 func TestUpstreamBodyRedirect(t *testing.T) {
 	var mu sync.Mutex
 	var bodies []string
@@ -102,13 +170,47 @@ func TestUpstreamBodyRedirect(t *testing.T) {
 	if len(bodies) != 2 || bodies[0] != want || bodies[1] != want {
 		t.Fatalf("upstream read %q", bodies)
 	}
-	body.done()
-	deadline := time.Now().Add(5 * time.Second)
-	for body.refs.Load() != 0 && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond) // the transport closes bodies on its own goroutine
+	if body.done() {
+		t.Error("the buffer went back to the pool after a GetBody rewind")
 	}
-	if n := body.refs.Load(); n != 0 {
-		t.Fatalf("refs %d, want 0: a reader was never closed", n)
+}
+
+// TestUpstreamBodyTransportRetry: an attempt's second call (after a 503)
+// reads the same bytes through a reader of its own, and the buffer is not
+// reused (the first call's transport may still read its reader).
+func TestUpstreamBodyTransportRetry(t *testing.T) {
+	var mu sync.Mutex
+	var bodies []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		bodies = append(bodies, string(b))
+		n := len(bodies)
+		mu.Unlock()
+		if n == 1 {
+			http.Error(w, `{"error":{"message":"busy"}}`, http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = io.WriteString(w, upbodyReply)
+	}))
+	defer srv.Close()
+	c := NewCaller(testKeys)
+	c.Backoff = time.Millisecond
+	defer c.Client.CloseIdleConnections()
+	want := `{"model":"m","messages":[{"role":"user","content":"again"}]}`
+	body := newUpstreamBody()
+	body.b = append(body.b, want...)
+	comp, err := c.call(context.Background(), &config.Upstream{Name: "u", BaseURL: srv.URL + "/v1", Timeout: 5 * time.Second, MaxRetries: 1}, body, nil)
+	if err != nil || comp.Tries != 2 {
+		t.Fatalf("%v %+v", err, comp)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(bodies) != 2 || bodies[0] != want || bodies[1] != want {
+		t.Fatalf("upstream read %q", bodies)
+	}
+	if body.done() {
+		t.Error("the buffer went back to the pool after a second call")
 	}
 }
 
@@ -129,5 +231,67 @@ func TestCallFixedBody(t *testing.T) {
 	}
 	if !bytes.Equal(got, b) || string(b) != `{"model":"m"}` {
 		t.Fatalf("sent %q, caller's bytes now %q", got, b)
+	}
+}
+
+// Each upstream call of a contract route goes out in one write: request
+// line, headers and body together, on both edges, for every attempt and
+// for transport retries and GetBody rewinds (net/http flushes the headers
+// on their own, a second syscall, unless it knows the body is in memory).
+func TestContractSendsEachCallInOneWrite(t *testing.T) {
+	var calls, step atomic.Int32
+	h := newHarness(t, func(w http.ResponseWriter, r *http.Request, c *upCall) {
+		calls.Add(1)
+		body := string(c.Body)
+		if strings.Contains(body, "retry-me") {
+			switch step.Add(1) {
+			case 1: // a transport retry: a second call of the attempt
+				reply(w, 500, []byte(`{"error":{"message":"try again"}}`))
+				return
+			case 2: // a redirect: the client rewinds the body with GetBody
+				http.Redirect(w, r, "/v1/chat/completions?again=1", http.StatusTemporaryRedirect)
+				return
+			}
+		}
+		if strings.Contains(body, "invalid-first") && c.Temperature() > 0 {
+			reply(w, 200, completion(invalidAnswer, "stop", 10, 5))
+			return
+		}
+		reply(w, 200, completion(validAnswer, "stop", 8, 4))
+	}, cfg{})
+	var writes atomic.Int32
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return writeCounter{Conn: c, writes: &writes}, nil
+	}
+	h.caller.Client = &http.Client{Transport: tr}
+	t.Cleanup(tr.CloseIdleConnections)
+	long := strings.Repeat("a", 500)
+	for _, c := range []struct {
+		name, path, body string
+		calls            int32
+	}{
+		{"chat", "", `{"model":"free","messages":[{"role":"user","content":"plain ` + long + `"}]}`, 1},
+		{"responses", respPath, `{"model":"free","input":"plain ` + long + `"}`, 1},
+		{"second attempt", "", `{"model":"free","messages":[{"role":"user","content":"invalid-first ` + long + `"}]}`, 2},
+		{"transport retry and redirect", "", `{"model":"free","messages":[{"role":"user","content":"retry-me ` + long + `"}]}`, 3},
+		{"chat again", "", `{"model":"free","messages":[{"role":"user","content":"plain again ` + long + `"}]}`, 1},
+	} {
+		calls.Store(0)
+		writes.Store(0)
+		r := h.post(c.path, c.body)
+		if r.Status != 200 {
+			t.Fatalf("%s: status %d %s", c.name, r.Status, r.Body)
+		}
+		if n := calls.Load(); n != c.calls {
+			t.Fatalf("%s: %d upstream calls, want %d", c.name, n, c.calls)
+		}
+		if n := writes.Load(); n != c.calls {
+			t.Errorf("%s: %d writes to the upstream for %d calls, want one each", c.name, n, c.calls)
+		}
 	}
 }

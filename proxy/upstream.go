@@ -114,7 +114,7 @@ func (c *Caller) Call(ctx context.Context, u *config.Upstream, body []byte, hdr 
 	return c.call(ctx, u, fixedBody(body), hdr)
 }
 
-// call is Call with the body's readers counted (upstreamBody).
+// call is Call with a body whose buffer may be pooled (upstreamBody).
 func (c *Caller) call(ctx context.Context, u *config.Upstream, body *upstreamBody, hdr http.Header) (*Completion, error) {
 	release, err := c.sem.acquire(ctx, u)
 	if err != nil {
@@ -174,12 +174,16 @@ func (c *Caller) backoff(try int, retryAfter time.Duration) time.Duration {
 func (c *Caller) once(ctx context.Context, u *config.Upstream, body *upstreamBody, hdr http.Header) (*Completion, *UpstreamError, time.Duration) {
 	cctx, cancel := context.WithTimeout(ctx, u.Timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(cctx, http.MethodPost, u.BaseURL+"/chat/completions", nil)
+	rctx, rc := context.Context(cctx), io.ReadCloser(nil)
+	if len(body.b) > 0 {
+		rctx, rc = body.request(cctx)
+	}
+	req, err := http.NewRequestWithContext(rctx, http.MethodPost, u.BaseURL+"/chat/completions", nil)
 	if err != nil {
 		return nil, &UpstreamError{Reason: "bad upstream URL"}, 0
 	}
-	if len(body.b) > 0 {
-		req.Body, req.GetBody, req.ContentLength = body.reader(), body.getBody, int64(len(body.b))
+	if rc != nil {
+		req.Body, req.GetBody, req.ContentLength = rc, body.getBody, int64(len(body.b))
 	}
 	for k, v := range hdr {
 		req.Header[k] = v

@@ -18,6 +18,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httptrace"
 	"os"
 	"strings"
 	"testing"
@@ -120,6 +121,12 @@ type memTransport struct{ m *mockUpstream }
 func (t memTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	body, _ := t.m.reply(r.Body)
 	r.Body.Close()
+	// net/http's transport reports the request written once it has read
+	// the body to its end; contractd reuses its upstream body buffer only
+	// then (proxy/upbody.go).
+	if tr := httptrace.ContextClientTrace(r.Context()); tr != nil && tr.WroteRequest != nil {
+		tr.WroteRequest(httptrace.WroteRequestInfo{})
+	}
 	return testkit.JSONResponse(r, body), nil
 }
 
