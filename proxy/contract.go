@@ -65,11 +65,16 @@ func (s *Server) contract(ctx context.Context, w http.ResponseWriter, r *http.Re
 		x.fail(ctx, w, aerr, audit.OutcomeRejected)
 		return
 	}
-	x.ev.InputSHA256 = sha(p.InputJSON)
-	if x.st.rt.Audit.IncludeContent {
-		x.ev.Input = json.RawMessage(bytes.Clone(p.InputJSON)) // may alias the pooled body
-		if !json.Valid(p.InputJSON) {
-			x.ev.Input = mustJSON(string(p.InputJSON))
+	// The input's hash and copy are for the audit line only (the review
+	// item, the dedupe key and the log line do not read them): none when
+	// the sink drops every event (sink none).
+	if !audit.Discards(s.Audit) {
+		x.ev.InputSHA256 = sha(p.InputJSON)
+		if x.st.rt.Audit.IncludeContent {
+			x.ev.Input = json.RawMessage(bytes.Clone(p.InputJSON)) // may alias the pooled body
+			if !json.Valid(p.InputJSON) {
+				x.ev.Input = mustJSON(string(p.InputJSON))
+			}
 		}
 	}
 	window := x.st.rt.Review.DedupeWindow

@@ -243,11 +243,11 @@ func offsetIn(b, v []byte) (int, bool) {
 func (s *Server) passthrough(ctx context.Context, cancel context.CancelFunc, w http.ResponseWriter, r *http.Request, x *exchange, route *config.Route, obj object) {
 	plan := x.st.pass[passKey{route, x.edge}]
 	body := withModel(x.body, obj, plan.model)
-	if !audit.Discards(s.Audit) { // sink none: no line shows the hash
+	if !audit.Discards(s.Audit) { // sink none: no line shows the hash or the input
 		x.ev.InputSHA256 = sha(body)
-	}
-	if x.st.rt.Audit.IncludeContent {
-		x.ev.Input = body // the forwarded request; a relayed stream is not captured
+		if x.st.rt.Audit.IncludeContent {
+			x.ev.Input = body // the forwarded request; a relayed stream is not captured
+		}
 	}
 	if plan.target == nil {
 		x.fail(ctx, w, &APIError{Status: http.StatusBadGateway, Type: typeUpstream, Code: CodeUpstreamError, Message: "bad upstream URL"}, audit.OutcomeUpstreamError)

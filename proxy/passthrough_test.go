@@ -16,9 +16,12 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/contractd/contractd/audit"
 )
 
 func TestPassthroughForwardsUntouched(t *testing.T) {
@@ -496,5 +499,56 @@ func TestPassthroughSendsRequestInOneWrite(t *testing.T) {
 		if n := writes.Load(); n != 1 {
 			t.Errorf("request %d: %d writes to the upstream, want 1", i, n)
 		}
+	}
+}
+
+// doneEvents records the finished audit events telemetry receives.
+type doneEvents struct {
+	nopTelemetry
+	mu  sync.Mutex
+	evs []audit.Event
+}
+
+func (d *doneEvents) RequestDone(_ context.Context, ev *audit.Event) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.evs = append(d.evs, *ev)
+}
+
+// With a sink that drops every event (sink none) neither route hashes or
+// copies its input, which only the audit line would show; with a sink
+// that keeps them, both do.
+func TestInputHashOnlyForAKeepingSink(t *testing.T) {
+	h := newHarness(t, always(validAnswer), cfg{IncludeContent: true})
+	none, err := audit.New(audit.SinkNone, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		sink audit.Sink
+		keep bool
+	}{{"sink none", none, false}, {"a keeping sink", h.sink, true}} {
+		tel := &doneEvents{}
+		h.srv.Audit, h.srv.Telemetry = c.sink, tel
+		for _, path := range []string{"", respPath, "/r/raw-fast/v1/chat/completions"} {
+			body := `{"model":"free","messages":[{"role":"user","content":"q"}]}`
+			if path == respPath {
+				body = `{"model":"free","input":"q"}`
+			}
+			if r := h.post(path, body); r.Status != 200 {
+				t.Fatalf("%s %s: status %d %s", c.name, path, r.Status, r.Body)
+			}
+		}
+		tel.mu.Lock()
+		if len(tel.evs) != 3 {
+			t.Fatalf("%s: %d events", c.name, len(tel.evs))
+		}
+		for _, ev := range tel.evs {
+			if hashed := ev.InputSHA256 != "" && len(ev.Input) > 0; hashed != c.keep || !c.keep && (ev.InputSHA256 != "" || ev.Input != nil) {
+				t.Errorf("%s, route %s: input_sha256 %q, input %s", c.name, ev.Route, ev.InputSHA256, ev.Input)
+			}
+		}
+		tel.mu.Unlock()
 	}
 }

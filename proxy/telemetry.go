@@ -26,7 +26,9 @@ type AttemptResult struct {
 
 // Telemetry receives the pipeline's events for traces and metrics. The
 // request-level numbers come from the finished audit event so metrics and
-// audit agree. Implementations must be safe for concurrent use.
+// audit agree (its input_sha256 and input are left empty when the audit
+// sink drops every event: audit.Discards). Implementations must be safe
+// for concurrent use.
 type Telemetry interface {
 	StartAttempt(ctx context.Context, a AttemptInfo) (context.Context, func(AttemptResult))
 	StartValidation(ctx context.Context) (context.Context, func(violations int))
