@@ -66,14 +66,15 @@ func (s *Server) contract(ctx context.Context, w http.ResponseWriter, r *http.Re
 		return
 	}
 	// The input's hash and copy are for the audit line only (the review
-	// item, the dedupe key and the log line do not read them): none when
-	// the sink drops every event (sink none).
+	// item reads the input's bytes itself; the dedupe key and the log line
+	// read neither): none when the sink drops every event (sink none).
 	if !audit.Discards(s.Audit) {
-		x.ev.InputSHA256 = sha(p.InputJSON)
+		in := p.inputJSON()
+		x.ev.InputSHA256 = sha(in)
 		if x.st.rt.Audit.IncludeContent {
-			x.ev.Input = json.RawMessage(bytes.Clone(p.InputJSON)) // may alias the pooled body
-			if !json.Valid(p.InputJSON) {
-				x.ev.Input = mustJSON(string(p.InputJSON))
+			x.ev.Input = json.RawMessage(bytes.Clone(in)) // may alias the pooled body
+			if !json.Valid(in) {
+				x.ev.Input = mustJSON(string(in))
 			}
 		}
 	}

@@ -135,10 +135,10 @@ func TestInputJSONInPlace(t *testing.T) {
 			if aerr != nil {
 				t.Fatal(aerr.Message)
 			}
-			if want := quoteJSON(p.Subject.LastUser); !bytes.Equal(p.InputJSON, want) {
-				t.Fatalf("InputJSON %q, want %q", p.InputJSON, want)
+			if want := quoteJSON(p.Subject.LastUser); !bytes.Equal(p.inputJSON(), want) {
+				t.Fatalf("InputJSON %q, want %q", p.inputJSON(), want)
 			}
-			if got := inside(p.InputJSON, body); got != tc.inPlace {
+			if got := inside(p.inputJSON(), body); got != tc.inPlace {
 				t.Fatalf("read in place: %v, want %v", got, tc.inPlace)
 			}
 		})

@@ -36,7 +36,7 @@ type Prepared struct {
 	body         object
 	messages     []clientMessage // client messages, system/developer removed when dropped
 	Input        any             // template .Input: input object, or last user text
-	InputJSON    []byte          // canonical bytes of the input, for input_sha256
+	InputJSON    []byte          // canonical bytes of the input, for input_sha256 (read through inputJSON)
 	Subject      contracts.Subject
 	Stream       bool
 	IncludeUsage bool
@@ -50,6 +50,10 @@ type Prepared struct {
 	// lastUserJSON is the last user message's content as sent, when that
 	// is its canonical quoting (nil: quote it).
 	lastUserJSON []byte
+	// quoteInput: the input is the last user message, and InputJSON its
+	// quoteJSON, made on first use (only the audit line and a review item
+	// read it).
+	quoteInput bool
 }
 
 // unsupported are request fields a contract route cannot honour.
@@ -226,6 +230,15 @@ func readMessages(obj object) ([]clientMessage, *APIError) {
 	return out, nil
 }
 
+// inputJSON is the input's canonical bytes (input_sha256, the audit's and
+// the review item's input).
+func (p *Prepared) inputJSON() []byte {
+	if p.quoteInput {
+		p.InputJSON, p.quoteInput = quoteJSON(p.Subject.LastUser), false
+	}
+	return p.InputJSON
+}
+
 // readInput resolves the template input: contract_input, else
 // the last user message (parsed as a JSON object when the prompt has an
 // input schema).
@@ -241,9 +254,7 @@ func (p *Prepared) readInput(obj object) *APIError {
 		if p.Subject.HasLastUser {
 			p.Input = p.Subject.LastUser
 			p.InputJSON = p.lastUserJSON // in place: no copy of a large message
-			if p.InputJSON == nil {
-				p.InputJSON = quoteJSON(p.Subject.LastUser)
-			}
+			p.quoteInput = p.InputJSON == nil
 			return nil
 		}
 		if !hasCI {

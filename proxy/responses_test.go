@@ -342,8 +342,8 @@ func TestPrepareAnyResponsesBody(t *testing.T) {
 		if aerr != nil {
 			t.Fatalf("%s: %v", tc.route, aerr)
 		}
-		if !reflect.DeepEqual(got.Subject, want.Subject) || string(got.InputJSON) != string(want.InputJSON) {
-			t.Errorf("%s: subject %+v / %s, want %+v / %s", tc.route, got.Subject, got.InputJSON, want.Subject, want.InputJSON)
+		if !reflect.DeepEqual(got.Subject, want.Subject) || string(got.inputJSON()) != string(want.inputJSON()) {
+			t.Errorf("%s: subject %+v / %s, want %+v / %s", tc.route, got.Subject, got.inputJSON(), want.Subject, want.inputJSON())
 		}
 		a, _ := got.Build(route.Plan[0])
 		b, _ := want.Build(route.Plan[0])

@@ -197,9 +197,10 @@ func (x *exchange) reviewItem(p *Prepared, v *verdict, rv *Review, body []byte) 
 	// The item outlives the exchange; its input and body may alias the
 	// pooled request buffer.
 	body = bytes.Clone(body)
-	input := json.RawMessage(bytes.Clone(p.InputJSON))
-	if !json.Valid(p.InputJSON) {
-		input = mustJSON(string(p.InputJSON))
+	in := p.inputJSON()
+	input := json.RawMessage(bytes.Clone(in))
+	if !json.Valid(in) {
+		input = mustJSON(string(in))
 	}
 	var outputs []string
 	if v != nil {
