@@ -138,6 +138,9 @@ func TestUpstreamBodyWithUserTemplate(t *testing.T) {
 		if got := c.Header.Get("Authorization"); got != "Bearer "+upstreamKey+"up" {
 			t.Errorf("upstream Authorization %q", got)
 		}
+		if ct, acc := c.Header.Values("Content-Type"), c.Header.Values("Accept"); len(ct) != 1 || ct[0] != "application/json" || len(acc) != 1 || acc[0] != "application/json" {
+			t.Errorf("upstream Content-Type %q, Accept %q", ct, acc)
+		}
 		for k, vs := range c.Header {
 			for _, v := range vs {
 				if strings.Contains(v, "client-key") {

@@ -21,6 +21,9 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 )
 
+// jsonHeaderValue is the Content-Type and Accept of every upstream call.
+var jsonHeaderValue = []string{"application/json"}
+
 // maxUpstreamBody bounds what we read of an upstream reply.
 const maxUpstreamBody = 8 << 20
 
@@ -185,13 +188,16 @@ func (c *Caller) once(ctx context.Context, u *config.Upstream, body *upstreamBod
 	if rc != nil {
 		req.Body, req.GetBody, req.ContentLength = rc, body.getBody, int64(len(body.b))
 	}
+	h := req.Header
 	for k, v := range hdr {
-		req.Header[k] = v
+		h[k] = v
 	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json")
+	// Canonical names set on the map itself, the JSON values shared (the
+	// transport only reads them; a propagator's Set replaces a slice).
+	h["Content-Type"] = jsonHeaderValue
+	h["Accept"] = jsonHeaderValue
 	if key := c.Keys(u); key != "" {
-		req.Header.Set("Authorization", "Bearer "+key)
+		h["Authorization"] = []string{"Bearer " + key}
 	}
 	otel.GetTextMapPropagator().Inject(ctx, propagation.HeaderCarrier(req.Header)) // W3C traceparent: the attempt span
 	resp, err := c.Client.Do(req)
