@@ -386,6 +386,9 @@ func (c *compiler) upstreams() {
 			c.ps.add(join(path, "base_url"), "base_url must not carry credentials; use api_key_env")
 		}
 		out.BaseURL = strings.TrimRight(u.BaseURL, "/")
+		if cu, err := parseRequestURL(out.BaseURL + "/chat/completions"); err == nil {
+			out.chatURL = cu
+		}
 		if out.Timeout == 0 {
 			out.Timeout = DefaultUpstreamTimeout
 		}

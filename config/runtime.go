@@ -1,6 +1,8 @@
 package config
 
 import (
+	"net/url"
+	"strings"
 	"time"
 
 	"github.com/contractd/contractd/audit"
@@ -110,6 +112,36 @@ type Upstream struct {
 	MaxRetries     int
 	MaxTokensParam TokensParam
 	MaxConcurrency int
+
+	// chatURL is BaseURL + "/chat/completions", parsed once by Compile
+	// and never modified: ChatURL hands out copies.
+	chatURL *url.URL
+}
+
+// ChatURL returns a fresh copy of the upstream's chat completions URL
+// (BaseURL + "/chat/completions"), parsed once when the config was
+// compiled, so a call need not parse it: the caller owns the copy (net/http
+// may modify a request's URL). An Upstream built without Compile has its
+// URL parsed on each call.
+func (u *Upstream) ChatURL() (*url.URL, error) {
+	if u.chatURL == nil {
+		return parseRequestURL(u.BaseURL + "/chat/completions")
+	}
+	c := *u.chatURL
+	return &c, nil
+}
+
+// parseRequestURL parses a URL as http.NewRequest does: an empty port
+// (a trailing ":") is dropped from the host.
+func parseRequestURL(s string) (*url.URL, error) {
+	u, err := url.Parse(s)
+	if err != nil {
+		return nil, err
+	}
+	if strings.LastIndex(u.Host, ":") > strings.LastIndex(u.Host, "]") {
+		u.Host = strings.TrimSuffix(u.Host, ":")
+	}
+	return u, nil
 }
 
 // TokensParam is the request field an upstream reads the output token

@@ -181,10 +181,14 @@ func (c *Caller) once(ctx context.Context, u *config.Upstream, body *upstreamBod
 	if len(body.b) > 0 {
 		rctx, rc = body.request(cctx)
 	}
-	req, err := http.NewRequestWithContext(rctx, http.MethodPost, u.BaseURL+"/chat/completions", nil)
+	// The request as http.NewRequestWithContext builds it, with the URL
+	// the config parsed once (a copy of it: net/http may modify it).
+	target, err := u.ChatURL()
 	if err != nil {
 		return nil, &UpstreamError{Reason: "bad upstream URL"}, 0
 	}
+	req := (&http.Request{Method: http.MethodPost, URL: target, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header: make(http.Header, len(hdr)+4), Host: target.Host}).WithContext(rctx)
 	if rc != nil {
 		req.Body, req.GetBody, req.ContentLength = rc, body.getBody, int64(len(body.b))
 	}
