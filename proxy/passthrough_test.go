@@ -472,6 +472,23 @@ func (c writeCounter) Write(p []byte) (int, error) {
 	return c.Conn.Write(p)
 }
 
+// countUpstreamWrites gives the harness's caller a transport whose
+// connections count their writes.
+func countUpstreamWrites(t *testing.T, h *harness) *atomic.Int32 {
+	writes := new(atomic.Int32)
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return writeCounter{Conn: c, writes: writes}, nil
+	}
+	h.caller.Client = &http.Client{Transport: tr}
+	t.Cleanup(tr.CloseIdleConnections)
+	return writes
+}
+
 // The forwarded request goes out in one write: request line, headers and
 // body together (net/http flushes the headers on their own, a second
 // syscall, unless it knows the body is in memory).
@@ -479,17 +496,7 @@ func TestPassthroughSendsRequestInOneWrite(t *testing.T) {
 	h := newHarness(t, func(w http.ResponseWriter, r *http.Request, c *upCall) {
 		reply(w, 200, []byte(`{"ok":true}`))
 	}, cfg{})
-	var writes atomic.Int32
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
-		c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
-		if err != nil {
-			return nil, err
-		}
-		return writeCounter{Conn: c, writes: &writes}, nil
-	}
-	h.caller.Client = &http.Client{Transport: tr}
-	t.Cleanup(tr.CloseIdleConnections)
+	writes := countUpstreamWrites(t, h)
 	for i := range 3 {
 		writes.Store(0)
 		r := h.post("/r/raw/v1/chat/completions", `{"model":"x","messages":[{"role":"user","content":"`+strings.Repeat("a", 500)+`"}]}`)

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httptrace"
@@ -136,81 +135,62 @@ func TestUpstreamBodyReusedOnceWritten(t *testing.T) {
 	}
 }
 
-// TestUpstreamBodyRedirect: a 307 makes the client read the body again
-// through GetBody; both requests carry the same bytes, and the buffer is
-// not reused (a transport may still read the first reader).
-func TestUpstreamBodyRedirect(t *testing.T) {
-	var mu sync.Mutex
-	var bodies []string
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		b, _ := io.ReadAll(r.Body)
-		mu.Lock()
-		bodies = append(bodies, string(b))
-		mu.Unlock()
-		if r.URL.Path == "/v1/chat/completions" {
+// TestUpstreamBodyReadTwice: a 307 makes the client read the body again
+// through GetBody, and an attempt's second call (after a 503) reads it
+// through a reader of its own; both requests carry the same bytes, and the
+// buffer is not reused (the first request's transport may still read it).
+func TestUpstreamBodyReadTwice(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		// first answers the first request instead of the reply.
+		first      func(w http.ResponseWriter, r *http.Request)
+		maxRetries int
+		tries      int
+	}{
+		{"redirect", func(w http.ResponseWriter, r *http.Request) {
 			http.Redirect(w, r, "/v2/chat/completions", http.StatusTemporaryRedirect)
-			return
-		}
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = io.WriteString(w, upbodyReply)
-	}))
-	defer srv.Close()
-	c := NewCaller(testKeys)
-	defer c.Client.CloseIdleConnections()
-	u := &config.Upstream{Name: "u", BaseURL: srv.URL + "/v1", Timeout: 5 * time.Second}
-	want := `{"model":"m","messages":[{"role":"user","content":"hi"}]}`
-	body := newUpstreamBody()
-	body.b = append(body.b, want...)
-	comp, err := c.call(context.Background(), u, body, nil)
-	if err != nil || comp.Output != "{}" {
-		t.Fatalf("%v %+v", err, comp)
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	if len(bodies) != 2 || bodies[0] != want || bodies[1] != want {
-		t.Fatalf("upstream read %q", bodies)
-	}
-	if body.done() {
-		t.Error("the buffer went back to the pool after a GetBody rewind")
-	}
-}
-
-// TestUpstreamBodyTransportRetry: an attempt's second call (after a 503)
-// reads the same bytes through a reader of its own, and the buffer is not
-// reused (the first call's transport may still read its reader).
-func TestUpstreamBodyTransportRetry(t *testing.T) {
-	var mu sync.Mutex
-	var bodies []string
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		b, _ := io.ReadAll(r.Body)
-		mu.Lock()
-		bodies = append(bodies, string(b))
-		n := len(bodies)
-		mu.Unlock()
-		if n == 1 {
+		}, 0, 1},
+		{"transport retry", func(w http.ResponseWriter, r *http.Request) {
 			http.Error(w, `{"error":{"message":"busy"}}`, http.StatusServiceUnavailable)
-			return
-		}
-		_, _ = io.WriteString(w, upbodyReply)
-	}))
-	defer srv.Close()
-	c := NewCaller(testKeys)
-	c.Backoff = time.Millisecond
-	defer c.Client.CloseIdleConnections()
-	want := `{"model":"m","messages":[{"role":"user","content":"again"}]}`
-	body := newUpstreamBody()
-	body.b = append(body.b, want...)
-	comp, err := c.call(context.Background(), &config.Upstream{Name: "u", BaseURL: srv.URL + "/v1", Timeout: 5 * time.Second, MaxRetries: 1}, body, nil)
-	if err != nil || comp.Tries != 2 {
-		t.Fatalf("%v %+v", err, comp)
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	if len(bodies) != 2 || bodies[0] != want || bodies[1] != want {
-		t.Fatalf("upstream read %q", bodies)
-	}
-	if body.done() {
-		t.Error("the buffer went back to the pool after a second call")
+		}, 1, 2},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var mu sync.Mutex
+			var bodies []string
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				b, _ := io.ReadAll(r.Body)
+				mu.Lock()
+				bodies = append(bodies, string(b))
+				n := len(bodies)
+				mu.Unlock()
+				if n == 1 {
+					c.first(w, r)
+					return
+				}
+				w.Header().Set("Content-Type", "application/json")
+				_, _ = io.WriteString(w, upbodyReply)
+			}))
+			defer srv.Close()
+			caller := NewCaller(testKeys)
+			caller.Backoff = time.Millisecond
+			defer caller.Client.CloseIdleConnections()
+			want := `{"model":"m","messages":[{"role":"user","content":"again"}]}`
+			body := newUpstreamBody()
+			body.b = append(body.b, want...)
+			u := &config.Upstream{Name: "u", BaseURL: srv.URL + "/v1", Timeout: 5 * time.Second, MaxRetries: c.maxRetries}
+			comp, err := caller.call(context.Background(), u, body, nil)
+			if err != nil || comp.Output != "{}" || comp.Tries != c.tries {
+				t.Fatalf("%v %+v", err, comp)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if len(bodies) != 2 || bodies[0] != want || bodies[1] != want {
+				t.Fatalf("upstream read %q", bodies)
+			}
+			if body.done() {
+				t.Error("the buffer went back to the pool after the body was read twice")
+			}
+		})
 	}
 }
 
@@ -259,17 +239,7 @@ func TestContractSendsEachCallInOneWrite(t *testing.T) {
 		}
 		reply(w, 200, completion(validAnswer, "stop", 8, 4))
 	}, cfg{})
-	var writes atomic.Int32
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
-		c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
-		if err != nil {
-			return nil, err
-		}
-		return writeCounter{Conn: c, writes: &writes}, nil
-	}
-	h.caller.Client = &http.Client{Transport: tr}
-	t.Cleanup(tr.CloseIdleConnections)
+	writes := countUpstreamWrites(t, h)
 	long := strings.Repeat("a", 500)
 	for _, c := range []struct {
 		name, path, body string
