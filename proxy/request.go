@@ -13,7 +13,6 @@ import (
 	"github.com/contractd/contractd/contracts"
 	"github.com/contractd/contractd/internal/jsonstr"
 	"github.com/contractd/contractd/retry"
-	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 )
 
@@ -199,7 +198,10 @@ func readMessages(obj object) ([]clientMessage, *APIError) {
 					cm.quoted = c
 				}
 			} else {
-				_ = jsonv2.Unmarshal(c, &cm.Content) // one pass (encoding/json scans twice)
+				// c was read whole by a strict decoder (or written by
+				// contractd): its escapes are well formed and its UTF-8
+				// valid, so the one-pass unquote gives json v2's value.
+				cm.Content = string(jsonstr.AppendUnquote(make([]byte, 0, len(in)), c))
 			}
 			cm.IsString = true
 		case c[0] == '[':

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 
+	jsonv2 "github.com/go-json-experiment/json"
+
 	"github.com/contractd/contractd/retry"
 )
 
@@ -395,6 +397,33 @@ func TestInputWithoutSchema(t *testing.T) {
 		}
 		if aerr != nil || p.Input != tt.want {
 			t.Errorf("%s: Input %v (%v), want %q", tt.body, p.Input, aerr, tt.want)
+		}
+	}
+}
+
+// TestReadMessagesUnquotesAsJSONv2: string content with escapes is read
+// with the one-pass unquote; it gives what json v2's Unmarshal gives.
+func TestReadMessagesUnquotesAsJSONv2(t *testing.T) {
+	for _, q := range []string{
+		`"line\nbreak \"quoted\" tab\t back\\slash"`,
+		`"\u00e9t\u00E9 \ud83d\ude00 \/ plain é 😀"`,
+		`"\u0000\u001f\b\f\r"`,
+		`"` + strings.Repeat(`a\n`, 500) + `"`,
+	} {
+		obj, err := parseObject([]byte(`{"messages":[{"role":"user","content":` + q + `}]}`))
+		if err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+		msgs, aerr := readMessages(obj)
+		if aerr != nil || len(msgs) != 1 {
+			t.Fatalf("%s: %v %v", q, msgs, aerr)
+		}
+		var want string
+		if err := jsonv2.Unmarshal([]byte(q), &want); err != nil {
+			t.Fatal(err)
+		}
+		if !msgs[0].IsString || msgs[0].Content != want {
+			t.Errorf("%s: read %q, json v2 %q", q, msgs[0].Content, want)
 		}
 	}
 }
