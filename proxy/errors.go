@@ -6,8 +6,8 @@ import (
 	"net/http"
 	"strconv"
 
-	"github.com/contractd/contractd/audit"
 	"github.com/contractd/contractd/contracts"
+	"github.com/contractd/contractd/review"
 )
 
 // ErrorType is an error envelope's "type".
@@ -94,15 +94,9 @@ type Review struct {
 	URL      string          `json:"url"`
 }
 
-// ReviewAttempt is one attempt as the client sees it.
-type ReviewAttempt struct {
-	Attempt      int                   `json:"attempt"`
-	Temperature  float64               `json:"temperature"`
-	Shortened    bool                  `json:"shortened"`
-	FinishReason string                `json:"finish_reason"`
-	Usage        audit.Usage           `json:"usage"`
-	Violations   []contracts.Violation `json:"violations"`
-}
+// ReviewAttempt is one attempt as the client sees it; a stored review
+// item's attempts carry the same fields.
+type ReviewAttempt = review.AttemptReport
 
 func badRequest(code ErrorCode, param, format string, args ...any) *APIError {
 	e := &APIError{Status: http.StatusBadRequest, Type: typeInvalidRequest, Code: code, Message: fmt.Sprintf(format, args...)}

@@ -506,11 +506,11 @@ func TestReviewPageShowsMarkupAsText(t *testing.T) {
 		Prompt: review.Ref{Name: "classify"}, Contract: review.Ref{Name: "classify_v1"},
 		Input: json.RawMessage(input), Request: json.RawMessage(classifyReq),
 		Attempts: []review.Attempt{
-			{Attempt: 1, Temperature: 0.7, FinishReason: "stop", Output: out1, Violations: []contracts.Violation{
+			{Output: out1, AttemptReport: review.AttemptReport{Attempt: 1, Temperature: 0.7, FinishReason: "stop", Violations: []contracts.Violation{
 				{Kind: "schema", Path: "/" + pointerToken(xssImg), Rule: "additionalProperties", Message: `additional property "` + xssImg + `" is not allowed`},
-				{Kind: "schema", Path: "", Rule: "required", Message: `required property "summary" is missing`}}},
-			{Attempt: 2, Temperature: 0, FinishReason: "stop", Output: out2, Violations: []contracts.Violation{
-				{Kind: "parse", Path: "", Rule: "json", Message: "prose around " + xssScript}}},
+				{Kind: "schema", Path: "", Rule: "required", Message: `required property "summary" is missing`}}}},
+			{Output: out2, AttemptReport: review.AttemptReport{Attempt: 2, Temperature: 0, FinishReason: "stop", Violations: []contracts.Violation{
+				{Kind: "parse", Path: "", Rule: "json", Message: "prose around " + xssScript}}}},
 		}}
 	if _, err := ps.store.Create(context.Background(), it, false); err != nil {
 		t.Fatal(err)
@@ -661,8 +661,8 @@ func TestReviewPageFiltersAndPaging(t *testing.T) {
 	add := func(id, route, rule string, at time.Time) {
 		it := &review.Item{ID: id, Status: review.StatusPending, CreatedAt: at, Route: route,
 			Prompt: review.Ref{Name: "classify"}, Contract: review.Ref{Name: "classify_v1"}, Input: json.RawMessage(`"hi"`),
-			Request: json.RawMessage(classifyReq), Attempts: []review.Attempt{{Attempt: 1, Output: `{"intent":"x"}`,
-				Violations: []contracts.Violation{{Kind: "schema", Path: "/intent", Rule: rule, Message: "m"}}}}}
+			Request: json.RawMessage(classifyReq), Attempts: []review.Attempt{{Output: `{"intent":"x"}`,
+				AttemptReport: review.AttemptReport{Attempt: 1, Violations: []contracts.Violation{{Kind: "schema", Path: "/intent", Rule: rule, Message: "m"}}}}}}
 		if _, err := ps.store.Create(context.Background(), it, false); err != nil {
 			t.Fatal(err)
 		}

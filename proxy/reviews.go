@@ -221,8 +221,8 @@ func (x *exchange) reviewItem(p *Prepared, v *verdict, rv *Review, body []byte) 
 func storedAttempts(attempts []ReviewAttempt, outputs []string, offset int) []review.Attempt {
 	atts := make([]review.Attempt, 0, len(attempts))
 	for i, a := range attempts {
-		ra := review.Attempt{Attempt: offset + a.Attempt, Temperature: a.Temperature, Shortened: a.Shortened,
-			FinishReason: a.FinishReason, Usage: a.Usage, Violations: a.Violations}
+		ra := review.Attempt{AttemptReport: a}
+		ra.Attempt += offset
 		if i < len(outputs) {
 			ra.Output, ra.OutputSHA256 = outputs[i], shaString(outputs[i])
 		}

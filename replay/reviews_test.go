@@ -54,8 +54,8 @@ func storedItem(t *testing.T, rt *config.Runtime, id string, created time.Time, 
 		Input: req.Input, Request: json.RawMessage(body)}
 	for i, o := range outs {
 		v := proxy.Judge(route.Contract, o, "stop", false, &subj)
-		it.Attempts = append(it.Attempts, review.Attempt{Attempt: i + 1, Temperature: 0.5, FinishReason: "stop",
-			Violations: v.Violations, OutputSHA256: "x", Output: o})
+		it.Attempts = append(it.Attempts, review.Attempt{AttemptReport: review.AttemptReport{Attempt: i + 1, Temperature: 0.5, FinishReason: "stop",
+			Violations: v.Violations}, OutputSHA256: "x", Output: o})
 	}
 	return it
 }

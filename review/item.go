@@ -41,16 +41,23 @@ const (
 // Ref names a prompt or contract and the hash of its definition.
 type Ref = audit.Ref
 
-// Attempt is one attempt as the 422 reports it, plus the model's output text.
-type Attempt struct {
+// AttemptReport is one attempt as the 422 reports it to the client
+// (proxy.ReviewAttempt): one type, so the stored item and the 422 agree.
+type AttemptReport struct {
 	Attempt      int                   `json:"attempt"`
 	Temperature  float64               `json:"temperature"`
 	Shortened    bool                  `json:"shortened"`
 	FinishReason string                `json:"finish_reason"`
 	Usage        audit.Usage           `json:"usage"`
 	Violations   []contracts.Violation `json:"violations"`
-	OutputSHA256 string                `json:"output_sha256"`
-	Output       string                `json:"output"`
+}
+
+// Attempt is one attempt as the 422 reports it, plus the model's output
+// text. encoding/json inlines the embedded report: the stored JSON is flat.
+type Attempt struct {
+	AttemptReport
+	OutputSHA256 string `json:"output_sha256"`
+	Output       string `json:"output"`
 }
 
 // Resolution says who resolved an item and, when approved, the output.

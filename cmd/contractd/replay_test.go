@@ -157,7 +157,7 @@ func TestReplayReviewsStore(t *testing.T) {
 	}
 	it := &review.Item{ID: "req_1", Status: review.StatusPending, CreatedAt: time.Now().UTC(), Route: "r",
 		Input: json.RawMessage(`"hello"`), Request: json.RawMessage(`{"model":"r","messages":[{"role":"user","content":"hello"}]}`),
-		Attempts: []review.Attempt{{Attempt: 1, Output: `{"a":"toolong"}`, OutputSHA256: "x", Violations: []contracts.Violation{{Kind: "schema", Rule: "x"}}}}}
+		Attempts: []review.Attempt{{AttemptReport: review.AttemptReport{Attempt: 1, Violations: []contracts.Violation{{Kind: "schema", Rule: "x"}}}, Output: `{"a":"toolong"}`, OutputSHA256: "x"}}}
 	if _, err := st.Create(ctx, it, false); err != nil {
 		t.Fatal(err)
 	}

@@ -38,8 +38,8 @@ func NewItem(id, route string, at time.Time, rules ...string) *review.Item {
 		Input:    json.RawMessage(`{"body":"hello <script>"}`),
 		Request:  json.RawMessage(`{"model":"` + route + `","messages":[]}`),
 		Attempts: []review.Attempt{
-			{Attempt: 1, Temperature: 0.7, FinishReason: "stop", Usage: audit.Usage{PromptTokens: 1, CompletionTokens: 2, TotalTokens: 3}, Violations: vs, OutputSHA256: "cc", Output: `{"x":1}`},
-			{Attempt: 2, Temperature: 0, Shortened: true, FinishReason: "stop", Violations: vs[:1], Output: "not json"},
+			{AttemptReport: review.AttemptReport{Attempt: 1, Temperature: 0.7, FinishReason: "stop", Usage: audit.Usage{PromptTokens: 1, CompletionTokens: 2, TotalTokens: 3}, Violations: vs}, OutputSHA256: "cc", Output: `{"x":1}`},
+			{AttemptReport: review.AttemptReport{Attempt: 2, Temperature: 0, Shortened: true, FinishReason: "stop", Violations: vs[:1]}, Output: "not json"},
 		},
 	}
 }
@@ -271,7 +271,7 @@ var behaviours = []struct {
 	}},
 	{"append attempts keeps order, feeds the rule filter, refused once resolved", func(t *testing.T, s review.Store) {
 		create(t, s, NewItem("r1", "a", base))
-		extra := []review.Attempt{{Attempt: 3, Temperature: 0.7, Violations: []contracts.Violation{{Kind: "policy", Rule: "questions"}}, Output: "x"}}
+		extra := []review.Attempt{{AttemptReport: review.AttemptReport{Attempt: 3, Temperature: 0.7, Violations: []contracts.Violation{{Kind: "policy", Rule: "questions"}}}, Output: "x"}}
 		it, err := s.AppendAttempts(ctx(), "r1", extra)
 		must(t, err)
 		eq(t, "attempt numbers", []int{it.Attempts[0].Attempt, it.Attempts[1].Attempt, it.Attempts[2].Attempt}, []int{1, 2, 3})
@@ -300,7 +300,7 @@ var behaviours = []struct {
 		create(t, s, NewItem("r1", "a", base))
 		r := approve(base)
 		r.Resolution.By = review.ByRerun
-		r.Attempts = []review.Attempt{{Attempt: 3, Output: `{"ok":true}`, Violations: []contracts.Violation{}}}
+		r.Attempts = []review.Attempt{{AttemptReport: review.AttemptReport{Attempt: 3, Violations: []contracts.Violation{}}, Output: `{"ok":true}`}}
 		it, err := s.Resolve(ctx(), "r1", r)
 		must(t, err)
 		if len(it.Attempts) != 3 || it.Resolution.By != review.ByRerun {
