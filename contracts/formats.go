@@ -23,18 +23,27 @@ import (
 // Both the library path (registered per compiler) and the fast path use
 // this table, so they cannot disagree.
 var formatOverrides = map[string]func(any) bool{
-	"uri":           func(v any) bool { return uriChars(v, false) && uriShape(v) && jsonschema.IsURI(v) },
-	"iri":           func(v any) bool { return uriChars(v, true) && uriShape(v) && jsonschema.IsURI(v) },
-	"uri-reference": func(v any) bool { return uriChars(v, false) && uriShape(v) && jsonschema.IsURIReference(v) },
-	"iri-reference": func(v any) bool { return uriChars(v, true) && uriShape(v) && jsonschema.IsURIReference(v) },
-	"hostname":      func(v any) bool { return hostname(v, false) },
-	"idn-hostname":  func(v any) bool { return hostname(v, true) },
-	"ipv4":          func(v any) bool { return digitsAndDots(v) && jsonschema.IsIPV4(v) },
-	"idn-email":     idnEmail,
-	"uri-template":  uriTemplate,
+	"uri":           onString(func(s string) bool { return uriChars(s, false) && uriShape(s) && jsonschema.IsURI(s) }),
+	"iri":           onString(func(s string) bool { return uriChars(s, true) && uriShape(s) && jsonschema.IsURI(s) }),
+	"uri-reference": onString(func(s string) bool { return uriChars(s, false) && uriShape(s) && jsonschema.IsURIReference(s) }),
+	"iri-reference": onString(func(s string) bool { return uriChars(s, true) && uriShape(s) && jsonschema.IsURIReference(s) }),
+	"hostname":      onString(func(s string) bool { return hostname(s, false) }),
+	"idn-hostname":  onString(func(s string) bool { return hostname(s, true) }),
+	"ipv4":          onString(func(s string) bool { return digitsAndDots(s) && jsonschema.IsIPV4(s) }),
+	"idn-email":     onString(idnEmail),
+	"uri-template":  onString(uriTemplate),
 	// Sentinels of dialect.go: checks the validator lacks.
 	fmtDraft4Integer: draft4Integer,
 	fmtEmptyEnum:     func(any) bool { return false },
+}
+
+// onString makes a string check a format checker: a format applies to
+// strings only, so any other value passes.
+func onString(check func(string) bool) func(any) bool {
+	return func(v any) bool {
+		s, ok := v.(string)
+		return !ok || check(s)
+	}
 }
 
 // formatChecker is the checker for a format name, overrides first.
@@ -48,12 +57,8 @@ func formatChecker(name string) (func(any) bool, bool) {
 
 // uriChars reports whether a string uses only characters a URI may hold:
 // unreserved, reserved and percent-encoded octets (RFC 3986 §2), plus any
-// non-ASCII character for IRIs. Non-strings pass (format applies to strings).
-func uriChars(v any, iri bool) bool {
-	s, ok := v.(string)
-	if !ok {
-		return true
-	}
+// non-ASCII character for IRIs.
+func uriChars(s string, iri bool) bool {
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		switch {
@@ -85,11 +90,7 @@ func uriChars(v any, iri bool) bool {
 
 // uriShape refuses what RFC 3986's grammar puts nowhere: square brackets
 // outside an IP-literal host, and more than one "@" in the authority.
-func uriShape(v any) bool {
-	s, ok := v.(string)
-	if !ok {
-		return true
-	}
+func uriShape(s string) bool {
 	rest := s
 	if i := strings.IndexAny(rest, ":/?#"); i > 0 && rest[i] == ':' {
 		rest = rest[i+1:] // scheme
@@ -121,11 +122,7 @@ func uriShape(v any) bool {
 // hostname checks a host name (RFC 1123), or with idn an internationalized
 // one (RFC 5890, IDNA2008). A trailing dot is refused (the suite's reading);
 // "xn--" labels must be valid punycode of a valid U-label.
-func hostname(v any, idn bool) bool {
-	s, ok := v.(string)
-	if !ok {
-		return true
-	}
+func hostname(s string, idn bool) bool {
 	if idn {
 		// RFC 3490 §3.1: these full stops separate labels too.
 		s = idnDots.Replace(s)
@@ -200,11 +197,7 @@ func contextOK(label string) bool {
 
 // idnEmail checks an internationalized e-mail address (RFC 6531): a local
 // part without ASCII specials or spaces, "@", an idn-hostname.
-func idnEmail(v any) bool {
-	s, ok := v.(string)
-	if !ok {
-		return true
-	}
+func idnEmail(s string) bool {
 	at := strings.LastIndexByte(s, '@')
 	if at <= 0 || !utf8.ValidString(s) {
 		return false
@@ -228,11 +221,7 @@ func idnEmail(v any) bool {
 // uriTemplate checks RFC 6570 syntax (level 4): literals, and expressions
 // of an optional operator and comma-separated varspecs (a dotted name of
 // letters, digits, "_" and %XX, then ":1".."9999" or "*").
-func uriTemplate(v any) bool {
-	s, ok := v.(string)
-	if !ok {
-		return true
-	}
+func uriTemplate(s string) bool {
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		switch {
@@ -296,11 +285,7 @@ func uriTemplateName(n string) bool {
 
 var idnDots = strings.NewReplacer("\u3002", ".", "\uff0e", ".", "\uff61", ".")
 
-func digitsAndDots(v any) bool {
-	s, ok := v.(string)
-	if !ok {
-		return true
-	}
+func digitsAndDots(s string) bool {
 	return strings.Trim(s, "0123456789.") == ""
 }
 
