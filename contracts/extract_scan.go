@@ -99,12 +99,10 @@ func scanObjects(s string, yield func(start, end int) bool) (unclosed int) {
 	var str stringScan
 	for i := 0; i < len(s); i++ {
 		c := s[i]
-		if str.step(c) {
+		if str.step(c, len(open) > 0) {
 			continue
 		}
 		switch c {
-		case '"':
-			str.in = len(open) > 0
 		case '{':
 			open = append(open, i)
 		case '}':
@@ -143,12 +141,10 @@ func jsonDepth(s string) int {
 	var str stringScan
 	for i := 0; i < len(s); i++ {
 		c := s[i]
-		if str.step(c) {
+		if str.step(c, true) {
 			continue
 		}
 		switch c {
-		case '"':
-			str.in = true
 		case '{', '[':
 			if depth++; depth > maxd {
 				maxd = depth
@@ -166,10 +162,12 @@ func jsonDepth(s string) int {
 // brackets in strings are not counted.
 type stringScan struct{ in, esc bool }
 
-// step consumes c if the scan is inside a string and reports whether it did.
-func (st *stringScan) step(c byte) bool {
+// step consumes c if the scan is inside a string, or if c opens one and
+// quotes count (open), and reports whether it did.
+func (st *stringScan) step(c byte, open bool) bool {
 	if !st.in {
-		return false
+		st.in = open && c == '"'
+		return st.in
 	}
 	switch {
 	case st.esc:
