@@ -132,16 +132,14 @@ func benchReview(b *testing.B, path, store string, rate int) {
 	// start's first requests are not most of the p99.
 	var warm sync.WaitGroup
 	for range clients {
-		warm.Add(1)
-		go func() {
-			defer warm.Done()
+		warm.Go(func() {
 			for range warmupPerClient {
 				if st, err := post(); err != nil || st != want {
 					b.Errorf("warm-up: status %d, %v", st, err)
 					return
 				}
 			}
-		}()
+		})
 	}
 	warm.Wait()
 	// Paced: request i of the run is due at begin + i/rate, taken in order
