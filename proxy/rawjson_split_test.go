@@ -136,7 +136,7 @@ func TestInputJSONInPlace(t *testing.T) {
 				t.Fatal(aerr.Message)
 			}
 			if want := quoteJSON(p.Subject.LastUser); !bytes.Equal(p.inputJSON(), want) {
-				t.Fatalf("InputJSON %q, want %q", p.inputJSON(), want)
+				t.Fatalf("inputJSON %q, want %q", p.inputJSON(), want)
 			}
 			if got := inside(p.inputJSON(), body); got != tc.inPlace {
 				t.Fatalf("read in place: %v, want %v", got, tc.inPlace)

@@ -35,7 +35,7 @@ type Prepared struct {
 	body         object
 	messages     []clientMessage // client messages, system/developer removed when dropped
 	Input        any             // template .Input: input object, or last user text
-	InputJSON    []byte          // canonical bytes of the input, for input_sha256 (read through inputJSON)
+	inJSON       []byte          // canonical bytes of the input; read through inputJSON, which quotes it on first use
 	Subject      contracts.Subject
 	Stream       bool
 	IncludeUsage bool
@@ -49,7 +49,7 @@ type Prepared struct {
 	// lastUserJSON is the last user message's content as sent, when that
 	// is its canonical quoting (nil: quote it).
 	lastUserJSON []byte
-	// quoteInput: the input is the last user message, and InputJSON its
+	// quoteInput: the input is the last user message, and inJSON its
 	// quoteJSON, made on first use (only the audit line and a review item
 	// read it).
 	quoteInput bool
@@ -236,9 +236,9 @@ func readMessages(obj object) ([]clientMessage, *APIError) {
 // the review item's input).
 func (p *Prepared) inputJSON() []byte {
 	if p.quoteInput {
-		p.InputJSON, p.quoteInput = quoteJSON(p.Subject.LastUser), false
+		p.inJSON, p.quoteInput = quoteJSON(p.Subject.LastUser), false
 	}
-	return p.InputJSON
+	return p.inJSON
 }
 
 // readInput resolves the template input: contract_input, else
@@ -255,8 +255,8 @@ func (p *Prepared) readInput(obj object) *APIError {
 		// text; contract_input only stands in when there is no user message.
 		if p.Subject.HasLastUser {
 			p.Input = p.Subject.LastUser
-			p.InputJSON = p.lastUserJSON // in place: no copy of a large message
-			p.quoteInput = p.InputJSON == nil
+			p.inJSON = p.lastUserJSON // in place: no copy of a large message
+			p.quoteInput = p.inJSON == nil
 			return nil
 		}
 		if !hasCI {
@@ -265,14 +265,14 @@ func (p *Prepared) readInput(obj object) *APIError {
 		if ci.Kind() == '"' {
 			var s string
 			_ = json.Unmarshal(ci, &s)
-			p.Input, p.InputJSON = s, ci
+			p.Input, p.inJSON = s, ci
 			return nil
 		}
 		v, err := contracts.DecodeJSON(ci)
 		if err != nil {
 			return badRequest(CodeInvalidJSON, "contract_input", "contract_input is not valid JSON")
 		}
-		p.Input, p.InputJSON = v, ci
+		p.Input, p.inJSON = v, ci
 		p.Subject.Input = v
 		return nil
 	}
@@ -301,7 +301,7 @@ func (p *Prepared) readInput(obj object) *APIError {
 		vs = contracts.SortViolations(vs)
 		return badRequest(CodeInputSchemaViolation, param, "input does not match the route's input schema: %s", describe(vs))
 	}
-	p.Input, p.InputJSON = v, src
+	p.Input, p.inJSON = v, src
 	p.Subject.Input = v
 	return nil
 }

@@ -177,15 +177,15 @@ func (c *Caller) backoff(try int, retryAfter time.Duration) time.Duration {
 func (c *Caller) once(ctx context.Context, u *config.Upstream, body *upstreamBody, hdr http.Header) (*Completion, *UpstreamError, time.Duration) {
 	cctx, cancel := context.WithTimeout(ctx, u.Timeout)
 	defer cancel()
-	rctx, rc := context.Context(cctx), io.ReadCloser(nil)
-	if len(body.b) > 0 {
-		rctx, rc = body.request(cctx)
-	}
 	// The request as http.NewRequestWithContext builds it, with the URL
 	// the config parsed once (a copy of it: net/http may modify it).
 	target, err := u.ChatURL()
 	if err != nil {
 		return nil, &UpstreamError{Reason: "bad upstream URL"}, 0
+	}
+	rctx, rc := context.Context(cctx), io.ReadCloser(nil)
+	if len(body.b) > 0 {
+		rctx, rc = body.request(cctx)
 	}
 	req := (&http.Request{Method: http.MethodPost, URL: target, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
 		Header: make(http.Header, len(hdr)+4), Host: target.Host}).WithContext(rctx)
