@@ -64,8 +64,14 @@ func TestFixture(t *testing.T) {
 	}
 }
 
-// newInProcess builds the server the way cmd/contractd's serve does.
+// newInProcess builds the server the way cmd/contractd's serve does, its
+// audit lines encoded and thrown away.
 func newInProcess(tb testing.TB, rt *config.Runtime, client *http.Client) http.Handler {
+	return newInProcessSink(tb, rt, client, audit.NewWriter(io.Discard))
+}
+
+// newInProcessSink is newInProcess with the audit sink given.
+func newInProcessSink(tb testing.TB, rt *config.Runtime, client *http.Client, sink audit.Sink) http.Handler {
 	tb.Helper()
 	logger := slog.New(slog.NewJSONHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	tel, err := telemetry.New(telemetry.Options{Logger: logger, Global: true})
@@ -76,7 +82,7 @@ func newInProcess(tb testing.TB, rt *config.Runtime, client *http.Client) http.H
 	if client != nil {
 		caller.Client = client
 	}
-	srv := proxy.NewServer(rt, caller, audit.NewWriter(io.Discard), logger)
+	srv := proxy.NewServer(rt, caller, sink, logger)
 	srv.Telemetry = tel
 	return tel.Middleware(srv.Handler(nil))
 }
@@ -136,16 +142,26 @@ func (t memTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 // per-request figures docs/benchmarks.md records. One sub-benchmark per
 // edge (chat, the Responses API) over the same route and output: their
 // ratio is the Responses edge's cost without sockets or load-generator
-// noise; and the passthrough route for comparison.
+// noise; and the passthrough route for comparison. chat-sink-none is chat
+// with the audit sink contractd-bench's config names (none), which skips
+// work only the audit line shows.
 func BenchmarkContractdHandler(b *testing.B) {
-	h := newInProcess(b, loadBenchRuntime(b, "http://mock.invalid/v1"), &http.Client{Transport: memTransport{newMockUpstream()}})
+	client := &http.Client{Transport: memTransport{newMockUpstream()}}
+	h := newInProcess(b, loadBenchRuntime(b, "http://mock.invalid/v1"), client)
+	none, err := audit.New(audit.SinkNone, "")
+	if err != nil {
+		b.Fatal(err)
+	}
+	hNone := newInProcessSink(b, loadBenchRuntime(b, "http://mock.invalid/v1"), client, none)
 	for _, e := range []struct {
 		name, path string
 		body       []byte
+		h          http.Handler
 	}{
-		{"chat", "/v1/chat/completions", requestBody("")},
-		{"responses", "/v1/responses", responsesBody("")},
-		{"passthrough", "/r/hop/v1/chat/completions", requestBody("")},
+		{"chat", "/v1/chat/completions", requestBody(""), h},
+		{"responses", "/v1/responses", responsesBody(""), h},
+		{"passthrough", "/r/hop/v1/chat/completions", requestBody(""), h},
+		{"chat-sink-none", "/v1/chat/completions", requestBody(""), hNone},
 	} {
 		b.Run(e.name, func(b *testing.B) {
 			b.ReportAllocs()
@@ -157,7 +173,7 @@ func BenchmarkContractdHandler(b *testing.B) {
 					req, _ := http.NewRequestWithContext(ctx, http.MethodPost, e.path, bytes.NewReader(e.body))
 					req.Header["Content-Type"] = []string{"application/json"}
 					w.Reset()
-					h.ServeHTTP(w, req)
+					e.h.ServeHTTP(w, req)
 					if w.Status != 200 || w.N == 0 {
 						b.Errorf("HTTP %d, %d bytes", w.Status, w.N)
 						return
