@@ -88,6 +88,10 @@ type Attempt struct {
 	OutputSHA256   string                `json:"output_sha256"`
 	Output         *string               `json:"output,omitempty"` // include_content only
 	Tries          int                   `json:"-"`                // transport tries, for metrics
+	// Answered says the upstream returned a completion, so the attempt
+	// has an output; metrics count an attempt without one as an upstream
+	// failure (its hash is left empty when the audit sink keeps nothing).
+	Answered bool `json:"-"`
 }
 
 // Event is one request's audit record.

@@ -165,6 +165,7 @@ func (s *Server) attempts(ctx context.Context, r *http.Request, x *exchange, p *
 	v := &verdict{}
 	spent := 0
 	hdr := forwardHeaders(r)
+	discard := audit.Discards(s.Audit)
 	for i, a := range route.Plan {
 		n := i + 1
 		body := newUpstreamBody()
@@ -221,7 +222,12 @@ func (s *Server) attempts(ctx context.Context, r *http.Request, x *exchange, p *
 
 		at := audit.Attempt{Attempt: n, Temperature: a.Temperature, Shortened: ab.Shortened, FinishReason: comp.Finish,
 			UpstreamStatus: comp.Status, LatencyMS: ms(latency), Usage: usage, Violations: res.Violations,
-			OutputSHA256: shaString(comp.Output), Tries: comp.Tries}
+			Tries: comp.Tries, Answered: true}
+		// The output's hash is for the audit line only (the review item
+		// hashes the outputs it keeps): none when the sink drops every event.
+		if !discard {
+			at.OutputSHA256 = shaString(comp.Output)
+		}
 		if x.st.rt.Audit.IncludeContent {
 			out := comp.Output
 			at.Output = &out

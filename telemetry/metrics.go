@@ -95,12 +95,12 @@ func RouteLabel(ev *audit.Event) string {
 }
 
 // AttemptResult classifies attempt i of a contract-route event: an attempt
-// that produced no output (no output hash) failed upstream; otherwise it is
-// valid when it has no violation.
+// the upstream did not answer failed upstream; otherwise it is valid when
+// it has no violation.
 func AttemptResult(ev *audit.Event, i int) Result {
 	a := &ev.Attempts[i]
 	switch {
-	case a.OutputSHA256 == "",
+	case !a.Answered,
 		i == len(ev.Attempts)-1 && ev.Outcome == audit.OutcomeUpstreamError:
 		return ResultUpstreamError
 	case len(a.Violations) == 0:

@@ -298,8 +298,8 @@ func TestRouteLabel(t *testing.T) {
 
 func TestAttemptResult(t *testing.T) {
 	ev := &audit.Event{Outcome: audit.OutcomeUpstreamError, Attempts: []audit.Attempt{
-		{Attempt: 1, OutputSHA256: "ab", Violations: nil},
-		{Attempt: 2, OutputSHA256: "cd", Violations: make([]contracts.Violation, 1)},
+		{Attempt: 1, Answered: true, Violations: nil},
+		{Attempt: 2, Answered: true, Violations: make([]contracts.Violation, 1)},
 		{Attempt: 3},
 	}}
 	for i, want := range []telemetry.Result{telemetry.ResultValid, telemetry.ResultInvalid, telemetry.ResultUpstreamError} {
