@@ -17,6 +17,9 @@ type Contract struct {
 	HasTextProperty bool // the schema declares a top-level "text" property (lenient wrapper rule)
 
 	scratch sync.Pool // *decodeScratch: the storage of outputs judged valid
+
+	planOnce sync.Once
+	plan     *streamPlan // the one-pass check (stream.go); nil: none
 }
 
 // Result is the verdict on one output.
@@ -37,11 +40,28 @@ type Result struct {
 // when the fast schema path accepts it, its maps, arrays and strings are
 // kept for the contract's next check. Any other verdict leaves them to the
 // collector: the library and violation messages are not held to that.
+//
+// A strict contract first tries the one-pass check (stream.go), which
+// decodes only what its policies read; when it cannot judge the output,
+// the full path below decides.
 func (c *Contract) Check(content string, s *Subject) Result {
+	return c.check(content, s, true)
+}
+
+// check is Check; stream false skips the one-pass check (tests compare).
+func (c *Contract) check(content string, s *Subject, stream bool) Result {
 	res := Result{Evidence: []Evidence{}}
 	sc, _ := c.scratch.Get().(*decodeScratch)
 	if sc == nil {
 		sc = new(decodeScratch)
+	}
+	if p := c.streamPlan(); p != nil && stream {
+		// A failed pass leaves sc's cursors where it stopped; the full
+		// path's decode continues after them.
+		if b, out, ok := c.checkStream(p, content, sc); ok {
+			res.JSON = b
+			return c.policies(res, nil, out, s, false, sc)
+		}
 	}
 	ex, vs := extract(content, c.Mode, c.Limits, c.HasTextProperty, sc)
 	if len(vs) > 0 {
@@ -50,11 +70,18 @@ func (c *Contract) Check(content string, s *Subject) Result {
 	}
 	res.JSON = ex.JSON
 	vs, library := c.Schema.validate(ex.Value)
+	return c.policies(res, vs, ex.Value, s, library, sc)
+}
+
+// policies completes a check whose output passed extraction: the schema's
+// violations vs, the policies' on out, the evidence, the verdict; sc goes
+// back to the pool when out was valid by the fast tree (library false).
+func (c *Contract) policies(res Result, vs []Violation, out map[string]any, s *Subject, library bool, sc *decodeScratch) Result {
 	if s == nil {
 		s = &Subject{}
 	}
 	for _, p := range c.Policies {
-		pv, pe := p.Check(ex.Value, s)
+		pv, pe := p.Check(out, s)
 		vs = append(vs, pv...)
 		res.Evidence = append(res.Evidence, pe...)
 	}

@@ -81,6 +81,14 @@ type objDecoder struct {
 	slab  []string // boxed strings and numbers (see box)
 	size  int      // of the input, to size arena and slab chunks
 	sc    *decodeScratch
+
+	// The one-pass check's state (stream.go): its open containers, the
+	// names of open objects, the members and elements it keeps, the input.
+	sstack []streamFrame
+	snames []string
+	pmems  []openMember
+	pvals  []any
+	in     []byte
 }
 
 // decodeScratch is the storage of one decoded value kept for the next

@@ -21,3 +21,15 @@ type Subject struct {
 type Policy interface {
 	Check(out any, s *Subject) ([]Violation, []Evidence)
 }
+
+// PathPolicy is a Policy that reads the output only by walking one JSON
+// Pointer path, as policy.Path.Walk does: tokens unescaped, wild[i] when
+// token i is "*" (any member or element), a token naming an object member
+// or an array index ("0", no leading zeros). Its Check may be handed,
+// instead of the whole output, a copy holding every value that walk
+// passes through and the whole value where it ends (arrays at their full
+// length, elements it does not reach nil), which gives the same walk.
+type PathPolicy interface {
+	Policy
+	OutputPath() (tokens []string, wild []bool)
+}

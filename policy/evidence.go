@@ -121,3 +121,7 @@ func (e *EvidencePolicy) sourceText(s *contracts.Subject) (text, where, problem 
 	}
 	return str, where, ""
 }
+
+// OutputPath implements contracts.PathPolicy: Check reads the output only
+// along its path (the source is read from the input).
+func (e *EvidencePolicy) OutputPath() ([]string, []bool) { return e.path.tokensWild() }

@@ -65,3 +65,7 @@ func (f *ForbiddenPolicy) Check(out any, _ *contracts.Subject) ([]contracts.Viol
 	})
 	return contracts.SortViolations(vs), nil
 }
+
+// OutputPath implements contracts.PathPolicy: Check reads the output only
+// along its path.
+func (f *ForbiddenPolicy) OutputPath() ([]string, []bool) { return f.path.tokensWild() }

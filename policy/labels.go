@@ -54,3 +54,7 @@ func (l *LabelPolicy) Check(out any, _ *contracts.Subject) ([]contracts.Violatio
 	})
 	return contracts.SortViolations(vs), nil
 }
+
+// OutputPath implements contracts.PathPolicy: Check reads the output only
+// along its path.
+func (l *LabelPolicy) OutputPath() ([]string, []bool) { return l.path.tokensWild() }

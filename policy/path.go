@@ -48,6 +48,9 @@ func ParsePath(s string) (Path, error) {
 // String returns the path as written.
 func (p Path) String() string { return p.raw }
 
+// tokensWild is the path as contracts.PathPolicy states it.
+func (p Path) tokensWild() ([]string, []bool) { return p.tokens, p.wild }
+
 // HasWildcard reports whether any token is "*", i.e. whether the path may
 // match more than one value.
 func (p Path) HasWildcard() bool { return slices.Contains(p.wild, true) }
@@ -137,3 +140,11 @@ func arrayIndex(tok string) (int, bool) {
 	}
 	return n, true
 }
+
+// The policies that read the output only along their path.
+var (
+	_ contracts.PathPolicy = (*LabelPolicy)(nil)
+	_ contracts.PathPolicy = (*ForbiddenPolicy)(nil)
+	_ contracts.PathPolicy = (*EvidencePolicy)(nil)
+	_ contracts.PathPolicy = (*QuestionPolicy)(nil)
+)

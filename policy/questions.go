@@ -92,3 +92,7 @@ func (q *QuestionPolicy) Check(out any, _ *contracts.Subject) ([]contracts.Viola
 func countQuestionMarks(s string) int {
 	return strings.Count(s, "?") + strings.Count(s, "？")
 }
+
+// OutputPath implements contracts.PathPolicy: Check reads the output only
+// along its path (deepestExisting follows literal tokens of the same walk).
+func (q *QuestionPolicy) OutputPath() ([]string, []bool) { return q.path.tokensWild() }

@@ -1,0 +1,520 @@
+package contracts
+
+// One-pass check of a strict output.
+//
+// The full check decodes the output into maps and slices, then the fast
+// schema path walks them, then policies walk their paths. Most outputs are
+// valid, and a valid verdict needs neither the maps nor a second walk: here
+// the schema's fast tree is followed while the decoder's tokens are read,
+// each member checked as it arrives, and only what the policies read is
+// built (the values along their paths). Anything this pass does not judge
+// itself (a subschema with applicators, enums of containers, uniqueItems,
+// patternProperties, dependencies) gets its subtree decoded and judged by
+// the fast tree as before. Any failure, of the output or of this pass,
+// makes Check run the full path from the start, so violations, their
+// messages and the library's verdicts come from the same code as ever.
+//
+// Soundness rule, as for the fast tree: a valid verdict here must imply the
+// full path's valid verdict with the same evidence. The per-member checks
+// are validObject's and validArray's, applied only where valid() would do
+// nothing else for a container (streams()); policies see a value that
+// holds every member and element their paths reach, at full length for
+// arrays, so their walks visit the same values (PathPolicy).
+
+import (
+	"bytes"
+	"math/bits"
+	"unsafe"
+
+	"github.com/go-json-experiment/json/jsontext"
+)
+
+// streamPlan is a contract's one-pass check: the fast tree's root and the
+// policies' paths.
+type streamPlan struct {
+	root   *fnode
+	paths  [][]pathToken
+	policy bool // there are policies: build what they read
+}
+
+// pathToken is one token of a policy path as Walk matches it: a member
+// name, an array index (-1: none), or any member or element.
+type pathToken struct {
+	name  string
+	index int
+	wild  bool
+}
+
+// streamPlan compiles, on first use, the contract's one-pass check: nil
+// when its extraction is not strict, its schema has no fast tree, its root
+// is not judged member by member, or a policy may read more than its paths.
+func (c *Contract) streamPlan() *streamPlan {
+	c.planOnce.Do(func() {
+		if c.Mode == ModeLenient || c.Mode == ModeRepair || c.Schema == nil || c.Schema.fast == nil {
+			return
+		}
+		root := streamNode(c.Schema.fast.root)
+		if root == nil || !root.streams() {
+			return
+		}
+		p := &streamPlan{root: root, policy: len(c.Policies) > 0}
+		for _, pol := range c.Policies {
+			pp, ok := pol.(PathPolicy)
+			if !ok {
+				return
+			}
+			tokens, wild := pp.OutputPath()
+			if len(tokens) == 0 || len(tokens) != len(wild) || len(p.paths) == 64 {
+				return // the whole output, or more paths than a mask holds
+			}
+			path := make([]pathToken, len(tokens))
+			for i, t := range tokens {
+				path[i] = pathToken{name: t, index: -1, wild: wild[i]}
+				if n, ok := pointerIndex(t); ok {
+					path[i].index = n
+				}
+			}
+			p.paths = append(p.paths, path)
+		}
+		c.plan = p
+	})
+	return c.plan
+}
+
+// pointerIndex parses an RFC 6901 array index as policy paths do: "0" or
+// digits without a leading zero, at most 15 of them.
+func pointerIndex(tok string) (int, bool) {
+	if tok == "" || len(tok) > 15 || (len(tok) > 1 && tok[0] == '0') {
+		return 0, false
+	}
+	n := 0
+	for i := 0; i < len(tok); i++ {
+		c := tok[i]
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + int(c-'0')
+	}
+	return n, true
+}
+
+// streamNode is the node that decides for n: n itself, or its $ref target
+// when n's siblings of $ref are not evaluated or n has none (valid()
+// returns the target's verdict then); nil when anything goes (true).
+func streamNode(n *fnode) *fnode {
+	for range 16 {
+		switch {
+		case n == nil || n.kind == kTrue:
+			return nil
+		case n.kind == kSchema && n.ref != nil && (n.refOnly || n.onlyRef()):
+			n = n.ref
+			continue
+		}
+		return n
+	}
+	return n // a long chain: valid() on the node decides
+}
+
+// onlyRef reports whether n checks nothing besides its $ref: every other
+// keyword valid() evaluates is absent.
+func (n *fnode) onlyRef() bool {
+	return !n.hasType && n.constVal == nil && !n.hasEnum && n.num == nil && !n.hasMinLen && !n.hasMaxLen &&
+		n.pattern == nil && n.format == nil && !n.hasObject && !n.hasArray &&
+		len(n.allOf) == 0 && len(n.anyOf) == 0 && len(n.oneOf) == 0 && n.not == nil && n.ifN == nil
+}
+
+// streams reports whether a container's verdict at n is exactly its type,
+// its counts and the verdicts of its members or elements, as validObject
+// and validArray reach them (valid() has nothing else to check for a
+// container at such a node).
+func (n *fnode) streams() bool {
+	return n.kind == kSchema && n.ref == nil && n.constVal == nil && !n.hasEnum && n.format == nil &&
+		len(n.allOf) == 0 && len(n.anyOf) == 0 && len(n.oneOf) == 0 && n.not == nil && n.ifN == nil &&
+		len(n.patProps) == 0 && len(n.depRequired) == 0 && len(n.depSchemas) == 0 && !n.unique
+}
+
+// streamFrame is one open container of the one-pass check.
+type streamFrame struct {
+	node  *fnode // what the container must satisfy (streams()); nil: anything
+	isObj bool
+	n     int    // members or elements so far
+	req   int    // required names seen (member names are unique)
+	names int    // where this object's names start in snames
+	mask  uint64 // policy paths that continue inside (bit i: paths[i])
+	part  int    // where its kept members (pmems) or elements (pvals) start
+	// The pending member (objects): its name, the node its value must
+	// satisfy, and which paths reach it (full: one ends there).
+	name  string
+	named bool
+	child *fnode
+	cmask uint64
+	cfull bool
+}
+
+// maxStreamMembers bounds the linear search for repeated names: larger
+// objects go to the full path, whose maps find them.
+const maxStreamMembers = 64
+
+// checkStream judges content in one pass. ok false means "not judged
+// here": the full path decides. Otherwise it returns the accepted bytes
+// and the value the policies read.
+func (c *Contract) checkStream(p *streamPlan, content string, sc *decodeScratch) (b []byte, out map[string]any, ok bool) {
+	if c.Limits.MaxBytes > 0 && len(content) > c.Limits.MaxBytes {
+		return nil, nil, false
+	}
+	t, _ := trimWS(content)
+	if len(t) == 0 || t[0] != '{' {
+		return nil, nil, false
+	}
+	b = readOnlyBytes(t)
+	maxDepth := c.Limits.MaxDepth
+	if maxDepth <= 0 {
+		maxDepth = DefaultMaxDepth
+	}
+	d := objDecoderPool.Get().(*objDecoder)
+	d.sc = sc
+	d.buf = *bytes.NewBuffer(b)
+	d.dec.Reset(&d.buf, decodeOpts)
+	d.size = len(b)
+	d.in = b
+	defer func() {
+		if recover() != nil { // a type the fast tree does not know: not judged here
+			b, out, ok = nil, nil, false
+		}
+		d.buf = bytes.Buffer{}
+		d.dec.Reset(&d.buf, decodeOpts)
+		d.sc, d.in = nil, nil
+		objDecoderPool.Put(d)
+	}()
+	out, ok = d.stream(p, maxDepth)
+	if !ok || int(d.dec.InputOffset()) != len(b) {
+		return nil, nil, false
+	}
+	return b, out, true
+}
+
+// stream is the one-pass loop over the object at the decoder's start.
+func (d *objDecoder) stream(p *streamPlan, maxDepth int) (map[string]any, bool) {
+	if d.sc != nil {
+		d.arena, d.slab = d.sc.arena, d.sc.slab
+	}
+	st := d.sstack[:0]
+	defer func() {
+		if d.sc != nil {
+			d.sc.arena, d.sc.slab = d.arena, d.slab
+		}
+		clear(st[:cap(st)])
+		clear(d.snames)
+		clear(d.pmems)
+		clear(d.pvals)
+		d.sstack, d.snames, d.pmems, d.pvals, d.arena, d.slab = st[:0], d.snames[:0], d.pmems[:0], d.pvals[:0], nil, nil
+		if cap(st) > 1024 || cap(d.snames) > 1<<12 || cap(d.pmems) > 1<<12 || cap(d.pvals) > 1<<16 {
+			d.sstack, d.snames, d.pmems, d.pvals = nil, nil, nil, nil
+		}
+	}()
+	if tok, err := d.dec.ReadToken(); err != nil || tok.Kind() != '{' || maxDepth < 1 {
+		return nil, false
+	}
+	if p.root.hasType && p.root.types&tObject == 0 {
+		return nil, false
+	}
+	var mask uint64
+	if p.policy {
+		mask = 1<<len(p.paths) - 1 // all paths (64: the shift wraps to 0, minus one is all ones)
+	}
+	st = append(st, streamFrame{node: p.root, isObj: true, mask: mask})
+	for {
+		top := &st[len(st)-1]
+		k := d.dec.PeekKind()
+		var v any
+		kept := false // v goes into the parent's kept value
+		switch {
+		case top.isObj && k == '}', !top.isObj && k == ']':
+			if _, err := d.dec.ReadToken(); err != nil {
+				return nil, false
+			}
+			f := *top
+			if !f.closes() {
+				return nil, false
+			}
+			if f.isObj {
+				d.snames = d.snames[:f.names]
+			}
+			st = st[:len(st)-1]
+			if f.mask != 0 || len(st) == 0 && p.policy {
+				v, kept = d.keep(&f), true
+			}
+			if len(st) == 0 {
+				m, _ := v.(map[string]any)
+				return m, true
+			}
+			top = &st[len(st)-1]
+		case top.isObj && !top.named:
+			raw, err := d.dec.ReadValue()
+			if err != nil || len(raw) < 2 || raw[0] != '"' {
+				return nil, false
+			}
+			if !d.member(p, top, len(st)-1, d.text(raw)) {
+				return nil, false
+			}
+			continue
+		default:
+			node, mask, full := top.slot(p, len(st)-1)
+			switch k {
+			case '{', '[':
+				if len(st) >= maxDepth {
+					return nil, false
+				}
+				node = streamNode(node)
+				if node != nil && node.kind == kFalse {
+					return nil, false
+				}
+				if full || node != nil && !node.streams() {
+					// Decoded whole: a policy reads all of it, or the fast
+					// tree judges it as a value.
+					var ok bool
+					if v, ok = d.buildOne(maxDepth - len(st)); !ok || node != nil && !node.valid(v) {
+						return nil, false
+					}
+					kept = full || mask != 0
+					break
+				}
+				want := tArray
+				if k == '{' {
+					want = tObject
+				}
+				if node != nil && node.hasType && node.types&want == 0 {
+					return nil, false
+				}
+				if _, err := d.dec.ReadToken(); err != nil {
+					return nil, false
+				}
+				st = append(st, streamFrame{node: node, isObj: k == '{', mask: mask, names: len(d.snames)})
+				nf := &st[len(st)-1]
+				if nf.isObj {
+					nf.part = len(d.pmems)
+				} else {
+					nf.part = len(d.pvals)
+				}
+				continue
+			default:
+				var ok bool
+				if v, ok = d.scalar(k, node != nil || full || mask != 0); !ok {
+					return nil, false
+				}
+				if node != nil && !node.valid(v) {
+					return nil, false
+				}
+				kept = full || mask != 0
+			}
+		}
+		top.add(d, v, kept)
+	}
+}
+
+// member reads the name of the next member of the object f at depth:
+// repeated names, the node its value must satisfy, the paths that reach it.
+func (d *objDecoder) member(p *streamPlan, f *streamFrame, depth int, name string) bool {
+	names := d.snames[f.names:]
+	if len(names) >= maxStreamMembers {
+		return false
+	}
+	for _, s := range names {
+		if s == name {
+			return false // duplicate_key: the full path names it
+		}
+	}
+	d.snames = append(d.snames, name)
+	var c *fnode
+	if n := f.node; n != nil && n.hasObject {
+		// validObject: a declared property, else additionalProperties.
+		if pn, ok := n.props[name]; ok {
+			c = pn
+		} else if n.addl != nil {
+			if n.addl.kind == kFalse {
+				return false
+			}
+			c = n.addl
+		}
+		for _, r := range n.required {
+			if r == name {
+				f.req++
+			}
+		}
+	}
+	f.cmask, f.cfull = p.reach(f.mask, depth, name, -1)
+	f.name, f.named, f.child = name, true, c
+	return true
+}
+
+// slot is the node, path mask and capture of f's next value.
+func (f *streamFrame) slot(p *streamPlan, depth int) (*fnode, uint64, bool) {
+	if f.isObj {
+		return f.child, f.cmask, f.cfull
+	}
+	var c *fnode
+	if n := f.node; n != nil && n.hasArray {
+		// validArray: prefixItems by position, then items.
+		if f.n < len(n.prefix) {
+			c = n.prefix[f.n]
+		} else {
+			c = n.items
+		}
+	}
+	mask, full := p.reach(f.mask, depth, "", f.n)
+	return c, mask, full
+}
+
+// reach is which of the paths in mask, walking a container at depth, go
+// on into its member name (index < 0) or element index: the paths that
+// continue, and whether one ends there (the value is read whole).
+func (p *streamPlan) reach(mask uint64, depth int, name string, index int) (next uint64, full bool) {
+	for m := mask; m != 0; m &= m - 1 {
+		i := bits.TrailingZeros64(m)
+		path := p.paths[i]
+		t := path[depth]
+		if !t.wild && (index < 0 && t.name != name || index >= 0 && t.index != index) {
+			continue
+		}
+		if depth+1 == len(path) {
+			full = true
+		} else {
+			next |= 1 << i
+		}
+	}
+	return next, full
+}
+
+// add records the value just read in f: kept members and, in an array a
+// path walks into, every element (nil for those no path reaches, so
+// indexes and length stay the output's).
+func (f *streamFrame) add(d *objDecoder, v any, kept bool) {
+	if f.isObj {
+		if kept {
+			d.pmems = append(d.pmems, openMember{f.name, v})
+		}
+		f.named = false
+	} else if f.mask != 0 {
+		if !kept {
+			v = nil
+		}
+		d.pvals = append(d.pvals, v)
+	}
+	f.n++
+}
+
+// closes applies the container's counts (validObject, validArray).
+func (f *streamFrame) closes() bool {
+	n := f.node
+	if n == nil {
+		return true
+	}
+	count := float64(f.n)
+	if f.isObj {
+		if !n.hasObject {
+			return true
+		}
+		return f.req == len(n.required) &&
+			(n.minProps == nil || count >= *n.minProps) && (n.maxProps == nil || count <= *n.maxProps)
+	}
+	if !n.hasArray {
+		return true
+	}
+	return (n.minItems == nil || count >= *n.minItems) && (n.maxItems == nil || count <= *n.maxItems)
+}
+
+// keep builds the kept value of the closed container f.
+func (d *objDecoder) keep(f *streamFrame) any {
+	if f.isObj {
+		mems := d.pmems[f.part:]
+		m := d.mapFor(len(mems))
+		for _, e := range mems {
+			m[e.name] = e.val
+		}
+		clear(mems)
+		d.pmems = d.pmems[:f.part]
+		return m
+	}
+	a := d.arrayFor(f.n)
+	copy(a, d.pvals[f.part:])
+	clear(d.pvals[f.part:])
+	d.pvals = d.pvals[:f.part]
+	return a
+}
+
+// scalar reads the next string, number, true, false or null; as a value
+// only when want (otherwise it is only checked as JSON).
+func (d *objDecoder) scalar(k jsontext.Kind, want bool) (any, bool) {
+	switch k {
+	case '"', '0':
+		raw, err := d.dec.ReadValue()
+		if err != nil {
+			return nil, false
+		}
+		if !want {
+			return nil, true
+		}
+		if k == '0' {
+			return d.box(d.alias(raw), numberType), true
+		}
+		return d.box(d.text(raw), stringType), true
+	}
+	tok, err := d.dec.ReadToken()
+	if err != nil {
+		return nil, false
+	}
+	switch tok.Kind() {
+	case 't':
+		return true, true
+	case 'f':
+		return false, true
+	case 'n':
+		return nil, true
+	}
+	return nil, false
+}
+
+// text is the raw string's value: its bytes in the input when it has no
+// escape (the input outlives the check and is never written), else
+// unquoted into the arena.
+func (d *objDecoder) text(raw []byte) string {
+	if bytes.IndexByte(raw, '\\') < 0 && d.inInput(raw) {
+		return d.alias(raw[1 : len(raw)-1])
+	}
+	return d.str(raw, true)
+}
+
+// alias is b as a string without a copy, b being part of the input.
+func (d *objDecoder) alias(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	if !d.inInput(b) {
+		return d.str(b, false)
+	}
+	return unsafe.String(&b[0], len(b))
+}
+
+// inInput reports whether b lies in the input (jsontext hands out slices of
+// a bytes.Buffer source; anything else is copied).
+func (d *objDecoder) inInput(b []byte) bool {
+	if len(b) == 0 || len(d.in) == 0 {
+		return false
+	}
+	start := uintptr(unsafe.Pointer(&d.in[0]))
+	p := uintptr(unsafe.Pointer(&b[0]))
+	return p >= start && p+uintptr(len(b)) <= start+uintptr(len(d.in))
+}
+
+// buildOne decodes the next value whole with the full decoder, in the
+// same arena and scratch, its depth bounded by what is left of maxDepth.
+func (d *objDecoder) buildOne(maxDepth int) (any, bool) {
+	if d.sc == nil {
+		v, viol := d.run(0, maxDepth)
+		return v, viol == nil
+	}
+	d.sc.arena, d.sc.slab = d.arena, d.slab
+	v, viol := d.run(0, maxDepth)
+	d.arena, d.slab = d.sc.arena, d.sc.slab
+	return v, viol == nil
+}
