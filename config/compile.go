@@ -560,6 +560,7 @@ func (c *compiler) contracts() {
 		}
 		c.dialectWarnings(schemaPath, s)
 		k.Policies = c.policies(join(path, "policies"), d.Policies, sdoc)
+		k.Prepare()
 		k.SHA256 = contractSHA(s.JSON(), d)
 		c.rt.Contracts[d.Name] = k
 	}

@@ -81,6 +81,11 @@ func (c *Contract) streamPlan() *streamPlan {
 	return c.plan
 }
 
+// Prepare compiles the one-pass check now, once the contract's schema,
+// mode and policies are set, so that the first request does not pay for
+// it. A contract built without calling it compiles the plan on first use.
+func (c *Contract) Prepare() { c.streamPlan() }
+
 // pointerIndex parses an RFC 6901 array index as policy paths do: "0" or
 // digits without a leading zero, at most 15 of them.
 func pointerIndex(tok string) (int, bool) {

@@ -370,3 +370,24 @@ func TestStreamCheckReusesStorage(t *testing.T) {
 		}
 	}
 }
+
+// TestPrepareCompilesThePlan: config's compiler calls Prepare, so a
+// strict contract's one-pass plan exists before its first check, and a
+// lenient one has none.
+func TestPrepareCompilesThePlan(t *testing.T) {
+	s, err := CompileSchema([]byte(BenchSchema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		mode Mode
+		want bool
+	}{{ModeStrict, true}, {ModeLenient, false}, {ModeRepair, false}} {
+		k := contractWith("bench", s, []string{"/primary_intent"})
+		k.Mode = tc.mode
+		k.Prepare()
+		if got := k.plan != nil; got != tc.want {
+			t.Errorf("%s: plan after Prepare %v, want %v", tc.mode, got, tc.want)
+		}
+	}
+}
