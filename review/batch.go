@@ -22,6 +22,10 @@ type batcher struct {
 	// whether it was created (false: the id existed). On an error nothing
 	// of the batch may be stored.
 	commit func(ctx context.Context, batch []createReq) ([]bool, error)
+	// between, when set, runs in the writer between batches: idle when no
+	// item is waiting, so store upkeep that must not overlap a commit
+	// delays none; busy after a batch, for upkeep that is overdue.
+	between func(idle bool)
 }
 
 type createReq struct {
@@ -41,7 +45,11 @@ const maxBatch = 128
 var errClosed = errors.New("review store closed")
 
 func newBatcher(writers int, timeout time.Duration, commit func(context.Context, []createReq) ([]bool, error)) *batcher {
-	b := &batcher{reqs: make(chan createReq), closed: make(chan struct{}), timeout: timeout, commit: commit}
+	return newBatcherBetween(writers, timeout, commit, nil)
+}
+
+func newBatcherBetween(writers int, timeout time.Duration, commit func(context.Context, []createReq) ([]bool, error), between func(idle bool)) *batcher {
+	b := &batcher{reqs: make(chan createReq), closed: make(chan struct{}), timeout: timeout, commit: commit, between: between}
 	b.wg.Add(writers)
 	for range writers {
 		go b.writer()
@@ -80,10 +88,19 @@ func (b *batcher) writer() {
 	defer b.wg.Done()
 	for {
 		var first createReq
-		select {
-		case first = <-b.reqs:
-		case <-b.closed:
-			return
+		if b.between != nil {
+			select {
+			case first = <-b.reqs:
+			default:
+				b.between(true)
+			}
+		}
+		if first.res == nil {
+			select {
+			case first = <-b.reqs:
+			case <-b.closed:
+				return
+			}
 		}
 		batch := []createReq{first}
 	more:
@@ -96,6 +113,9 @@ func (b *batcher) writer() {
 			}
 		}
 		b.commitBatch(batch)
+		if b.between != nil {
+			b.between(false)
+		}
 	}
 }
 
