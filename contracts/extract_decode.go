@@ -49,20 +49,32 @@ func decodeValueInto(b []byte, base, maxDepth int, sc *decodeScratch) (v any, n 
 	if maxDepth <= 0 {
 		maxDepth = DefaultMaxDepth
 	}
+	d := acquireDecoder(b, sc)
+	v, viol = d.run(base, maxDepth)
+	n = int(d.dec.InputOffset())
+	d.release()
+	return v, n, viol
+}
+
+// acquireDecoder takes a pooled decoder over b, building from sc (nil:
+// fresh values). A *bytes.Buffer source lets jsontext parse b in place,
+// without copying.
+func acquireDecoder(b []byte, sc *decodeScratch) *objDecoder {
 	d := objDecoderPool.Get().(*objDecoder)
 	d.sc = sc
-	// A *bytes.Buffer source lets jsontext parse b in place, without copying.
 	d.buf = *bytes.NewBuffer(b)
 	d.dec.Reset(&d.buf, decodeOpts)
 	d.size = len(b)
-	v, viol = d.run(base, maxDepth)
-	n = int(d.dec.InputOffset())
-	// Drop every reference into b and the decoded values before pooling.
+	return d
+}
+
+// release drops every reference into the input and the decoded values,
+// then pools d.
+func (d *objDecoder) release() {
 	d.buf = bytes.Buffer{}
 	d.dec.Reset(&d.buf, decodeOpts)
-	d.sc = nil
+	d.sc, d.in = nil, nil
 	objDecoderPool.Put(d)
-	return v, n, viol
 }
 
 // Duplicate names are found with the maps we build anyway, which is cheaper

@@ -103,3 +103,21 @@ func compareSegment(a, b string) int {
 	}
 	return strings.Compare(a, b)
 }
+
+// PointerIndex parses a reference token as an RFC 6901 array index: "0"
+// or digits without a leading zero, at most 15 of them (so it fits an
+// int). "-" (past the end) never addresses an existing element.
+func PointerIndex(tok string) (int, bool) {
+	if tok == "" || len(tok) > 15 || (len(tok) > 1 && tok[0] == '0') {
+		return 0, false
+	}
+	n := 0
+	for i := 0; i < len(tok); i++ {
+		c := tok[i]
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + int(c-'0')
+	}
+	return n, true
+}

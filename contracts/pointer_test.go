@@ -59,3 +59,20 @@ func FuzzPointerTokens(f *testing.F) {
 		}
 	})
 }
+
+func TestPointerIndex(t *testing.T) {
+	for _, tc := range []struct {
+		tok string
+		n   int
+		ok  bool
+	}{
+		{"0", 0, true}, {"7", 7, true}, {"10", 10, true}, {"999999999999999", 999999999999999, true},
+		{"", 0, false}, {"-", 0, false}, {"01", 0, false}, {"00", 0, false}, {"1a", 0, false},
+		{"+1", 0, false}, {" 1", 0, false}, {"1e3", 0, false}, {"1000000000000000", 0, false},
+	} {
+		n, ok := PointerIndex(tc.tok)
+		if n != tc.n || ok != tc.ok {
+			t.Errorf("PointerIndex(%q) = %d, %v; want %d, %v", tc.tok, n, ok, tc.n, tc.ok)
+		}
+	}
+}

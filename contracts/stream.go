@@ -70,7 +70,7 @@ func (c *Contract) streamPlan() *streamPlan {
 			path := make([]pathToken, len(tokens))
 			for i, t := range tokens {
 				path[i] = pathToken{name: t, index: -1, wild: wild[i]}
-				if n, ok := pointerIndex(t); ok {
+				if n, ok := PointerIndex(t); ok {
 					path[i].index = n
 				}
 			}
@@ -85,23 +85,6 @@ func (c *Contract) streamPlan() *streamPlan {
 // mode and policies are set, so that the first request does not pay for
 // it. A contract built without calling it compiles the plan on first use.
 func (c *Contract) Prepare() { c.streamPlan() }
-
-// pointerIndex parses an RFC 6901 array index as policy paths do: "0" or
-// digits without a leading zero, at most 15 of them.
-func pointerIndex(tok string) (int, bool) {
-	if tok == "" || len(tok) > 15 || (len(tok) > 1 && tok[0] == '0') {
-		return 0, false
-	}
-	n := 0
-	for i := 0; i < len(tok); i++ {
-		c := tok[i]
-		if c < '0' || c > '9' {
-			return 0, false
-		}
-		n = n*10 + int(c-'0')
-	}
-	return n, true
-}
 
 // streamNode is the node that decides for n: n itself, or its $ref target
 // when n's siblings of $ref are not evaluated or n has none (valid()
@@ -176,20 +159,13 @@ func (c *Contract) checkStream(p *streamPlan, content string, sc *decodeScratch)
 	if maxDepth <= 0 {
 		maxDepth = DefaultMaxDepth
 	}
-	d := objDecoderPool.Get().(*objDecoder)
-	d.sc = sc
-	d.buf = *bytes.NewBuffer(b)
-	d.dec.Reset(&d.buf, decodeOpts)
-	d.size = len(b)
+	d := acquireDecoder(b, sc)
 	d.in = b
 	defer func() {
 		if recover() != nil { // a type the fast tree does not know: not judged here
 			b, out, ok = nil, nil, false
 		}
-		d.buf = bytes.Buffer{}
-		d.dec.Reset(&d.buf, decodeOpts)
-		d.sc, d.in = nil, nil
-		objDecoderPool.Put(d)
+		d.release()
 	}()
 	out, ok = d.stream(p, maxDepth)
 	if !ok || int(d.dec.InputOffset()) != len(b) {

@@ -71,7 +71,7 @@ func (p *walkPolicy) Check(out any, _ *Subject) ([]Violation, []Evidence) {
 				}
 				return
 			}
-			if n, ok := pointerIndex(p.tokens[i]); ok && n < len(x) {
+			if n, ok := PointerIndex(p.tokens[i]); ok && n < len(x) {
 				walk(x[n], i+1, ptr+"/"+p.tokens[i])
 			} else {
 				evs = append(evs, Evidence{Path: ptr, SHA256: fmt.Sprintf("no element %s of %d", p.tokens[i], len(x))})

@@ -127,7 +127,7 @@ func resolvePointer(v any, ptr string) (any, bool) {
 			}
 			v = c
 		case []any:
-			n, ok := arrayIndex(tok)
+			n, ok := contracts.PointerIndex(tok)
 			if !ok || n >= len(x) {
 				return nil, false
 			}

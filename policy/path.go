@@ -90,7 +90,7 @@ func (p Path) walk(v any, i int, ptr []byte, fn func([]byte, any)) {
 			}
 			return
 		}
-		if n, ok := arrayIndex(p.tokens[i]); ok && n < len(x) {
+		if n, ok := contracts.PointerIndex(p.tokens[i]); ok && n < len(x) {
 			p.walk(x[n], i+1, append(append(ptr, '/'), p.esc[i]...), fn)
 		}
 	}
@@ -111,7 +111,7 @@ func (p Path) deepestExisting(v any) string {
 		case map[string]any:
 			next, ok = x[tok]
 		case []any:
-			if n, isIdx := arrayIndex(tok); isIdx && n < len(x) {
+			if n, isIdx := contracts.PointerIndex(tok); isIdx && n < len(x) {
 				next, ok = x[n], true
 			}
 		}
@@ -122,23 +122,6 @@ func (p Path) deepestExisting(v any) string {
 		v = next
 	}
 	return ptr
-}
-
-// arrayIndex parses an RFC 6901 array index: "0" or digits without a leading
-// zero. "-" (past the end) never addresses an existing element.
-func arrayIndex(tok string) (int, bool) {
-	if tok == "" || len(tok) > 15 || (len(tok) > 1 && tok[0] == '0') {
-		return 0, false
-	}
-	n := 0
-	for i := 0; i < len(tok); i++ {
-		c := tok[i]
-		if c < '0' || c > '9' {
-			return 0, false
-		}
-		n = n*10 + int(c-'0')
-	}
-	return n, true
 }
 
 // The policies that read the output only along their path.

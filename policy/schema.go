@@ -155,7 +155,7 @@ func (m *schemaMatcher) object(n map[string]any, d int) reach {
 // local judges the step by the node's own keywords.
 func (m *schemaMatcher) local(n map[string]any, d int) reach {
 	objOK, arrOK := allowsContainers(n["type"])
-	_, isIdx := arrayIndex(m.p.tokens[d])
+	_, isIdx := contracts.PointerIndex(m.p.tokens[d])
 	r := reachNo
 	if objOK {
 		r = max(r, m.objectStep(n, d))
@@ -219,7 +219,7 @@ func (m *schemaMatcher) arrayStep(n map[string]any, d int) reach {
 			r = max(r, m.child(c, d))
 		}
 	} else {
-		i, _ := arrayIndex(m.p.tokens[d])
+		i, _ := contracts.PointerIndex(m.p.tokens[d])
 		if i < len(prefix) {
 			return m.child(prefix[i], d)
 		}
@@ -239,7 +239,7 @@ func (m *schemaMatcher) unevaluated(n map[string]any, d int) reach {
 		return reachFree
 	}
 	objOK, arrOK := allowsContainers(n["type"])
-	_, isIdx := arrayIndex(m.p.tokens[d])
+	_, isIdx := contracts.PointerIndex(m.p.tokens[d])
 	r := reachNo
 	if objOK {
 		if hasUP {
@@ -299,7 +299,7 @@ func (m *schemaMatcher) resolve(ref string) (any, bool) {
 			}
 			cur = c
 		case []any:
-			i, ok := arrayIndex(tok)
+			i, ok := contracts.PointerIndex(tok)
 			if !ok || i >= len(x) {
 				return nil, false
 			}
