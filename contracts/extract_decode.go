@@ -343,13 +343,19 @@ func (d *objDecoder) closeObject(f *decodeFrame) map[string]any {
 	if f.obj != nil {
 		return f.obj
 	}
-	mems := d.mems[f.start:]
+	m := d.mapOf(d.mems[f.start:])
+	d.mems = d.mems[:f.start]
+	return m
+}
+
+// mapOf builds the map of an object's members and clears them, so the
+// reused slice holds no value once the map does.
+func (d *objDecoder) mapOf(mems []openMember) map[string]any {
 	m := d.mapFor(len(mems))
 	for _, e := range mems {
 		m[e.name] = e.val
 	}
 	clear(mems)
-	d.mems = d.mems[:f.start]
 	return m
 }
 

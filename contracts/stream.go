@@ -407,12 +407,7 @@ func (f *streamFrame) closes() bool {
 // keep builds the kept value of the closed container f.
 func (d *objDecoder) keep(f *streamFrame) any {
 	if f.isObj {
-		mems := d.pmems[f.part:]
-		m := d.mapFor(len(mems))
-		for _, e := range mems {
-			m[e.name] = e.val
-		}
-		clear(mems)
+		m := d.mapOf(d.pmems[f.part:])
 		d.pmems = d.pmems[:f.part]
 		return m
 	}
