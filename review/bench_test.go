@@ -18,12 +18,12 @@ import (
 // (what an item alone waits for) and by 16 at once (group commit shares
 // the WAL commits). See benchCreate for the metrics.
 func BenchmarkSQLiteCreate(b *testing.B) {
-	benchCreate(b, func(b *testing.B) (review.Store, func() time.Duration) {
+	benchCreate(b, func(b *testing.B) (review.Store, serverStats) {
 		s, err := review.OpenSQLite(context.Background(), filepath.Join(b.TempDir(), "reviews.db"))
 		if err != nil {
 			b.Fatal(err)
 		}
-		return s, nil
+		return s, serverStats{}
 	})
 }
 
@@ -31,11 +31,13 @@ func BenchmarkSQLiteCreate(b *testing.B) {
 // write's p50/p99 (what one needs_review answer waits for its item) and the
 // process's CPU per item (user+system; a server's own CPU is not counted),
 // which unlike latency hardly moves with the machine's other load; open
-// may also give a database server's CPU time, reported per item too.
-func benchCreate(b *testing.B, open func(*testing.B) (review.Store, func() time.Duration)) {
+// may also give a database server's CPU time and WAL position, reported
+// per item too.
+func benchCreate(b *testing.B, open func(*testing.B) (review.Store, serverStats)) {
 	for _, writers := range []int{1, 16} {
 		b.Run(fmt.Sprintf("writers=%d", writers), func(b *testing.B) {
-			s, serverCPU := open(b)
+			s, server := open(b)
+			serverCPU := server.cpu
 			defer s.Close()
 			var n atomic.Int64
 			now := time.Now()
@@ -44,6 +46,10 @@ func benchCreate(b *testing.B, open func(*testing.B) (review.Store, func() time.
 			var srv0 time.Duration
 			if serverCPU != nil {
 				srv0 = serverCPU()
+			}
+			var wal0 int64
+			if server.wal != nil {
+				wal0 = server.wal()
 			}
 			b.SetParallelism(max(1, writers/runtime.GOMAXPROCS(0)))
 			b.ResetTimer()
@@ -70,6 +76,9 @@ func benchCreate(b *testing.B, open func(*testing.B) (review.Store, func() time.
 			b.ReportMetric(float64((testkit.ProcessCPU()-cpu0).Microseconds())/float64(b.N), "cpu-µs/op")
 			if serverCPU != nil {
 				b.ReportMetric(float64((serverCPU()-srv0).Microseconds())/float64(b.N), "server-cpu-µs/op")
+			}
+			if server.wal != nil {
+				b.ReportMetric(float64(server.wal()-wal0)/float64(b.N), "wal-B/op")
 			}
 			lat.Report(b)
 		})
@@ -108,4 +117,10 @@ func BenchmarkSQLiteRecentDedupe(b *testing.B) {
 			}
 		})
 	}
+}
+
+// serverStats reads a database server's counters, when there is a server.
+type serverStats struct {
+	cpu func() time.Duration // the server's processes' CPU time
+	wal func() int64         // the server's WAL insert position, in bytes
 }

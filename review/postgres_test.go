@@ -211,13 +211,13 @@ func TestPostgresErrorsHideThePassword(t *testing.T) {
 // PostgreSQL store by 1 and 16 writers (group commit: one statement per
 // group), with the server's CPU per item beside the client's.
 func BenchmarkPostgresCreate(b *testing.B) {
-	benchCreate(b, func(b *testing.B) (review.Store, func() time.Duration) {
+	benchCreate(b, func(b *testing.B) (review.Store, serverStats) {
 		dsn := testkit.PostgresDSN(b)
 		s, err := review.OpenPostgres(context.Background(), dsn, review.PostgresOptions{})
 		if err != nil {
 			b.Fatal(err)
 		}
-		return s, postgresCPU(b, dsn)
+		return s, serverStats{cpu: postgresCPU(b, dsn), wal: postgresWAL(b, dsn)}
 	})
 }
 
@@ -248,6 +248,24 @@ func postgresCPU(b *testing.B, dsn string) func() time.Duration {
 			}
 		}
 		return time.Duration(ticks) * (time.Second / 100) // USER_HZ
+	}
+}
+
+// postgresWAL gives the server's WAL insert position in bytes: what was
+// written to the WAL between two readings, this connection's own query
+// included (it writes none).
+func postgresWAL(b *testing.B, dsn string) func() int64 {
+	conn, err := pgx.Connect(context.Background(), dsn)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { conn.Close(context.Background()) })
+	return func() int64 {
+		var n int64
+		if err := conn.QueryRow(context.Background(), `SELECT (pg_current_wal_insert_lsn() - '0/0'::pg_lsn)::bigint`).Scan(&n); err != nil {
+			b.Fatal(err)
+		}
+		return n
 	}
 }
 
