@@ -52,12 +52,15 @@ func TestNewLoggerLevels(t *testing.T) {
 }
 
 // BenchmarkRequestLine is serve's request line written to a file, line by
-// line as before and through the batching writer serve now uses.
+// line as before and through the batching writer serve now uses; and,
+// batched, through slog's own JSON handler, which serve's handler
+// (jsonlog.go) writes the same bytes as.
 func BenchmarkRequestLine(b *testing.B) {
 	for _, tt := range []struct {
 		name     string
 		buffered bool
-	}{{"unbuffered", false}, {"batched", true}} {
+		slog     bool
+	}{{"unbuffered", false, false}, {"batched", true, false}, {"batched-slog-handler", true, true}} {
 		b.Run(tt.name, func(b *testing.B) {
 			f, err := os.Create(filepath.Join(b.TempDir(), "contractd.log"))
 			if err != nil {
@@ -72,6 +75,9 @@ func BenchmarkRequestLine(b *testing.B) {
 			}
 			lv := new(slog.LevelVar)
 			h := newLogger(w, lv).Handler()
+			if tt.slog {
+				h = slog.NewJSONHandler(w, &slog.HandlerOptions{Level: lv})
+			}
 			ctx := context.Background()
 			b.ReportAllocs()
 			for b.Loop() {

@@ -127,7 +127,7 @@ func storeOpener(rc config.ReviewSettings, hub *review.Hub) (func(context.Contex
 
 // newLogger logs at level, which a reload may change.
 func newLogger(w io.Writer, level *slog.LevelVar) *slog.Logger {
-	var h slog.Handler = slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level})
+	var h slog.Handler = newJSONHandler(w, level) // slog.JSONHandler's lines (jsonlog.go)
 	if os.Getenv("CONTRACTD_LOG_FORMAT") == "text" {
 		h = slog.NewTextHandler(w, &slog.HandlerOptions{Level: level})
 	}

@@ -1,0 +1,215 @@
+package main
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"math"
+	"strconv"
+	"sync"
+	"time"
+	"unicode/utf8"
+)
+
+// jsonHandler writes what slog.NewJSONHandler(w, &slog.HandlerOptions{Level:
+// level}) writes, byte for byte, with less code per line for the records
+// nearly every line is: the per-request `request` line, whose attributes
+// are strings, integers, a float and (with a span) the trace ids. Such a
+// record is appended to one buffer by the few functions below instead of
+// slog's general path (a handle state from a pool, a key and a value
+// dispatch per attribute, and encoding/json by reflection for every float);
+// on a quiet machine that general path costs about as much as the code
+// here, but it is run once per request with cold caches at low concurrency,
+// where its size shows (docs/benchmarks.md, issue 12, session 8).
+//
+// Any record with something else (an attribute of kind Any, Time, Group or
+// LogValuer, an empty key, a float JSON cannot hold, a time outside years
+// 0-9999), and every handler derived with WithAttrs or WithGroup, goes to
+// the slog.JSONHandler itself, which writes through the same lock: lines
+// never interleave, whichever path wrote them (TestJSONHandlerMatchesSlog).
+type jsonHandler struct {
+	level slog.Leveler
+	slow  slog.Handler // slog.NewJSONHandler over lw
+	lw    *lockedWriter
+}
+
+// lockedWriter serialises whole lines to w: each Write is one line.
+type lockedWriter struct {
+	mu  sync.Mutex
+	w   io.Writer
+	buf []byte // the fast path's line, built and written under mu
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+func newJSONHandler(w io.Writer, level slog.Leveler) *jsonHandler {
+	lw := &lockedWriter{w: w, buf: make([]byte, 0, 512)}
+	return &jsonHandler{level: level, slow: slog.NewJSONHandler(lw, &slog.HandlerOptions{Level: level}), lw: lw}
+}
+
+// Enabled is slog's: the level at least the configured one (Info when nil).
+func (h *jsonHandler) Enabled(_ context.Context, l slog.Level) bool {
+	minLevel := slog.LevelInfo
+	if h.level != nil {
+		minLevel = h.level.Level()
+	}
+	return l >= minLevel
+}
+
+func (h *jsonHandler) WithAttrs(as []slog.Attr) slog.Handler { return h.slow.WithAttrs(as) }
+func (h *jsonHandler) WithGroup(name string) slog.Handler    { return h.slow.WithGroup(name) }
+
+func (h *jsonHandler) Handle(ctx context.Context, r slog.Record) error {
+	if !plainRecord(r) {
+		return h.slow.Handle(ctx, r)
+	}
+	lw := h.lw
+	lw.mu.Lock()
+	defer lw.mu.Unlock()
+	b := append(lw.buf[:0], '{')
+	if !r.Time.IsZero() {
+		b = append(b, `"time":"`...)
+		b = r.Time.Round(0).AppendFormat(b, time.RFC3339Nano)
+		b = append(b, `",`...)
+	}
+	b = append(b, `"level":`...)
+	b = appendJSONString(b, r.Level.String())
+	b = append(b, `,"msg":`...)
+	b = appendJSONString(b, r.Message)
+	r.Attrs(func(a slog.Attr) bool {
+		b = append(b, ',')
+		b = appendJSONString(b, a.Key)
+		b = append(b, ':')
+		v := a.Value
+		switch v.Kind() {
+		case slog.KindString:
+			b = appendJSONString(b, v.String())
+		case slog.KindInt64:
+			b = strconv.AppendInt(b, v.Int64(), 10)
+		case slog.KindUint64:
+			b = strconv.AppendUint(b, v.Uint64(), 10)
+		case slog.KindFloat64:
+			b = appendJSONFloat(b, v.Float64())
+		case slog.KindBool:
+			b = strconv.AppendBool(b, v.Bool())
+		case slog.KindDuration:
+			b = strconv.AppendInt(b, int64(v.Duration()), 10)
+		}
+		return true
+	})
+	b = append(b, '}', '\n')
+	_, err := lw.w.Write(b)
+	if cap(b) <= maxKeptLine { // one long line does not stay held
+		lw.buf = b
+	} else {
+		lw.buf = nil
+	}
+	return err
+}
+
+// plainRecord reports whether the fast path writes r as slog would: every
+// attribute a non-empty key with a scalar value, every float finite, the
+// time (if any) within years 0-9999.
+func plainRecord(r slog.Record) bool {
+	if !r.Time.IsZero() {
+		if y := r.Time.Year(); y < 0 || y >= 10000 {
+			return false
+		}
+	}
+	ok := true
+	r.Attrs(func(a slog.Attr) bool {
+		if a.Key == "" {
+			ok = false
+			return false
+		}
+		switch v := a.Value; v.Kind() {
+		case slog.KindString, slog.KindInt64, slog.KindUint64, slog.KindBool, slog.KindDuration:
+		case slog.KindFloat64:
+			f := v.Float64()
+			ok = !math.IsInf(f, 0) && !math.IsNaN(f)
+		default:
+			ok = false
+		}
+		return ok
+	})
+	return ok
+}
+
+// appendJSONFloat is encoding/json's float64: as ES6 numbers convert to
+// strings, exponent form below 1e-6 and from 1e21, the exponent unpadded.
+// (slog.JSONHandler calls json.Marshal for floats.) f is finite.
+func appendJSONFloat(b []byte, f float64) []byte {
+	format := byte('f')
+	if abs := math.Abs(f); abs != 0 && (abs < 1e-6 || abs >= 1e21) {
+		format = 'e'
+	}
+	b = strconv.AppendFloat(b, f, format, -1, 64)
+	if format == 'e' {
+		// e-09 to e-9
+		if n := len(b); n >= 4 && b[n-4] == 'e' && b[n-3] == '-' && b[n-2] == '0' {
+			b[n-2] = b[n-1]
+			b = b[:n-1]
+		}
+	}
+	return b
+}
+
+// maxKeptLine is the largest line buffer kept for the next line.
+const maxKeptLine = 16 << 10
+
+const hexDigits = "0123456789abcdef"
+
+// appendJSONString is s quoted as slog.JSONHandler quotes strings: '"',
+// '\\' and control characters escaped (\n, \r, \t by name), invalid UTF-8
+// as \ufffd, U+2028 and U+2029 escaped; HTML characters as they are.
+func appendJSONString(b []byte, s string) []byte {
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' {
+				i++
+				continue
+			}
+			b = append(b, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				b = append(b, '\\', c)
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b = append(b, s[start:i]...)
+			b = append(b, `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			b = append(b, s[start:i]...)
+			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xF])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
+}
