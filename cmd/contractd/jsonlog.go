@@ -166,6 +166,8 @@ const hexDigits = "0123456789abcdef"
 // appendJSONString is s quoted as slog.JSONHandler quotes strings: '"',
 // '\\' and control characters escaped (\n, \r, \t by name), invalid UTF-8
 // as \ufffd, U+2028 and U+2029 escaped; HTML characters as they are.
+// Not jsonstr.Append: that one is encoding/json's and writes \b and \f by
+// name, where slog writes \u0008 and \u000c, and the log keeps slog's bytes.
 func appendJSONString(b []byte, s string) []byte {
 	b = append(b, '"')
 	start := 0
