@@ -156,6 +156,38 @@ func TestReviewStoreUnavailableAtStart(t *testing.T) {
 	}
 }
 
+// SIGTERM with items still in the spool (the store never opened): serve
+// exits cleanly, the items stay in the spool file, and the error names the
+// spool, so an operator knows which file a later contractd must start with.
+func TestReviewSpoolLeftAtShutdown(t *testing.T) {
+	up := newUpstream(t, byModel)
+	dir := t.TempDir()
+	if err := os.Mkdir(filepath.Join(dir, "reviews.db"), 0o755); err != nil { // sqlite cannot open it
+		t.Fatal(err)
+	}
+	cfg := writeConfig(t, dir, renderConfig(cfgOpts{upstream: up.URL()}))
+	d := startDaemon(t, cfg, baseEnv())
+	client := &http.Client{}
+	defer client.CloseIdleConnections()
+	id, ok := badReview(client, d)
+	if !ok {
+		t.Fatal("422 not stored (spooled)")
+	}
+	client.CloseIdleConnections()
+	d.signal(syscall.SIGTERM)
+	if code := d.wait(30 * time.Second); code != 0 {
+		t.Fatalf("exit code %d:\n%s", code, d.stderr)
+	}
+	spool := filepath.Join(dir, "review-spool.jsonl")
+	if b, err := os.ReadFile(spool); err != nil || !bytes.Contains(b, []byte(id)) {
+		t.Fatalf("item not left in the spool: %v", err)
+	}
+	m, ok := d.logLine(time.Second, msgIs("review items remain in the spool at shutdown; a contractd started with this spool file moves them into the store"))
+	if !ok || m["level"] != "ERROR" || m["spool"] != spool {
+		t.Fatalf("no error naming the spool: %v\n%s", m, d.stderr)
+	}
+}
+
 // The store's files become unwritable while serving (RLIMIT_FSIZE lowered
 // on the running process: every write past 16 KiB fails with EFBIG):
 // needs_review items go to the spool, and into the store once writes work

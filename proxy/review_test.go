@@ -1,10 +1,12 @@
 package proxy
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -366,4 +368,47 @@ func TestStoreFailureSpoolsThenRecovers(t *testing.T) {
 		t.Fatalf("not recovered into the store: %v", err)
 	}
 	rh.shutdown()
+}
+
+// Close gives the spool a last drain into the store: items spooled while
+// the store failed are in the store once it takes writes again, even when
+// Run never got to them; what cannot go in stays in the spool file and is
+// logged with its path.
+func TestCloseDrainsSpool(t *testing.T) {
+	defer noLeaks(t)()
+	for _, recovered := range []bool{true, false} {
+		t.Run(fmt.Sprintf("store recovered %v", recovered), func(t *testing.T) {
+			rh := newReviewHarness(t)
+			var logs bytes.Buffer
+			rh.q.Log = slog.New(slog.NewJSONHandler(&logs, nil))
+			rh.store.fail.Store(true)
+			id := rh.needsReview(classifyReq)
+			if !rh.q.Spool.Pending() {
+				t.Fatal("nothing spooled")
+			}
+			rh.store.fail.Store(!recovered)
+			if err := rh.q.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if got := rh.q.Spool.Pending(); got == recovered {
+				t.Fatalf("spool pending %v after Close, store recovered %v", got, recovered)
+			}
+			if got := strings.Contains(logs.String(), "remain in the spool"); got == recovered {
+				t.Fatalf("error logged %v, store recovered %v:\n%s", got, recovered, logs.String())
+			}
+			st, err := review.OpenSQLite(context.Background(), filepath.Join(filepath.Dir(rh.q.Spool.Path), "reviews.db"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer st.Close()
+			_, err = st.Get(context.Background(), id)
+			if recovered && err != nil {
+				t.Fatalf("not moved into the store: %v", err)
+			}
+			if !recovered && !errors.Is(err, review.ErrNotFound) {
+				t.Fatalf("in the store though it failed: %v", err)
+			}
+			rh.shutdown()
+		})
+	}
 }

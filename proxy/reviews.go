@@ -93,13 +93,40 @@ func (q *ReviewQueue) tryOpen(ctx context.Context) review.Store {
 	return st
 }
 
-// Close closes the store.
+// Close moves what the spool still holds into the store, if the store
+// takes it now, and closes the store. Items left in the spool stay
+// durable in its file, but only a contractd started later with that file
+// moves them in (on Kubernetes the spool's emptyDir goes with the pod), so
+// they are logged as an error with the spool's path.
 func (q *ReviewQueue) Close() error {
-	if st := q.Store(); st != nil {
+	ctx, cancel := context.WithTimeout(context.Background(), closeDrainTimeout)
+	defer cancel()
+	st := q.Store()
+	if q.Spool.Pending() {
+		if st == nil {
+			st = q.tryOpen(ctx)
+		}
+		if st != nil {
+			if n, err := q.Spool.Drain(ctx, st, q.Webhook, nil); err != nil {
+				q.Log.Warn("review spool drain at shutdown failed", "error", err.Error())
+			} else if n > 0 {
+				q.Log.Info("review spool drained into the store", "items", n)
+			}
+		}
+		if q.Spool.Pending() {
+			q.Log.Error("review items remain in the spool at shutdown; a contractd started with this spool file moves them into the store", "spool", q.Spool.Path)
+		}
+	}
+	if st != nil {
 		return st.Close()
 	}
 	return nil
 }
+
+// closeDrainTimeout bounds Close's last drain of the spool, which runs
+// after the server stopped taking requests: within a Kubernetes grace
+// period's remainder or systemd's TimeoutStopSec.
+const closeDrainTimeout = 5 * time.Second
 
 // save stores it durably before the client hears of it: in the store, or
 // failing that in the spool. It reports whether the item is durable.
