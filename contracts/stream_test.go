@@ -159,11 +159,7 @@ func TestStreamCheckBenchAgreement(t *testing.T) {
 			plans++
 		}
 		for i, tc := range c.Tests {
-			v, err := DecodeJSON(tc.Data)
-			if err != nil {
-				continue
-			}
-			m, ok := v.(map[string]any)
+			m, ok := objectInstance(tc.Data)
 			if !ok {
 				continue
 			}
