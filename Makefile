@@ -88,8 +88,9 @@ bench: build
 	$(MAKE) bench-ratelimit
 	$(MAKE) bench-replicas
 
-# SPEC §15's bounds under issue 16's load probe, against the real binary
-# and the baseline commit built from git (a full clone), loopback only,
+# The limits under load that docs/security.md promises (slow uploads, large
+# bodies and replies), against the real binary and the baseline commit built
+# from git (a full clone), loopback only,
 # about 4 minutes (docs/benchmarks.md). CI runs it after make test.
 soak:
 	$(GO) test -tags soak -count=1 -timeout 12m -v -run TestSoak ./test/soak/

@@ -307,7 +307,7 @@ func h0hang(r *http.Request) {
 }
 
 // The audit event is handed to the sink before the response completes, so
-// a client that has read the whole reply always finds it (issue 4). An
+// a client that has read the whole reply always finds it. An
 // upstream Content-Length would otherwise let the client finish first.
 func TestPassthroughAuditBeforeResponseCompletes(t *testing.T) {
 	h := newHarness(t, func(w http.ResponseWriter, r *http.Request, c *upCall) {

@@ -1,6 +1,6 @@
 package proxy
 
-// Server.Swap under load (SPEC: a request keeps the Runtime it started
+// Server.Swap under load (a request keeps the Runtime it started
 // with): no request fails while runtimes are swapped, and an in-flight
 // request finishes on its runtime even when the new one drops its route.
 

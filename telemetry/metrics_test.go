@@ -253,7 +253,7 @@ func TestMetricNames(t *testing.T) {
 			t.Errorf("HTTP server metric %s missing (type %q)", want, types[want])
 		}
 	}
-	// Label names of every contractd sample are exactly the SPEC's.
+	// Label names of every contractd sample are exactly those docs/observability.md lists.
 	labelRe := regexp.MustCompile(`([a-z_]+)="`)
 	for _, line := range strings.Split(text, "\n") {
 		if !strings.HasPrefix(line, "contractd_") {

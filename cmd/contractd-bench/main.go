@@ -49,7 +49,7 @@ const (
 	targetAddedP99 = 2 * time.Millisecond   // at concurrency 16
 	targetRPS      = 2000                   // through contractd, with validation
 	targetRSS      = 100 << 20              // peak RSS at concurrency 64
-	// CPU per request over the bare proxy's (issue 12), and the latency
+	// CPU per request over the bare proxy's, and the latency
 	// the contract route adds over the bare proxy at concurrency 1.
 	targetContractCPU = 1.3
 	targetHopCPU      = 1.1

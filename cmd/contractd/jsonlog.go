@@ -20,7 +20,7 @@ import (
 // dispatch per attribute, and encoding/json by reflection for every float);
 // on a quiet machine that general path costs about as much as the code
 // here, but it is run once per request with cold caches at low concurrency,
-// where its size shows (docs/benchmarks.md, issue 12, session 8).
+// where its size shows (docs/benchmarks.md, "The hop over sockets").
 //
 // Any record with something else (an attribute of kind Any, Time, Group or
 // LogValuer, an empty key, a float JSON cannot hold, a time outside years

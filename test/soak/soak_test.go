@@ -9,8 +9,8 @@
 //   - slow: 1,000 connections each uploading a 1 MB body slowly, while one
 //     other connection sends ordinary requests: RSS < 300 MiB, their p99 < 20 ms.
 //   - bodies: 64 concurrent 900 KB requests in a closed loop, against this
-//     build and against the baseline (the commit before issue 16's work,
-//     built from git in the same run), alternated: RSS < 300 MiB, throughput
+//     build and against the baseline (the commit before the body and reply
+//     paths were bounded, built from git in the same run), alternated: RSS < 300 MiB, throughput
 //     within 10 % of the baseline's.
 //   - replies: 50 concurrent 10 MB upstream replies (passthrough relayed
 //     whole, and contract-route replies read up to their 8 MiB cap): RSS < 300 MiB.
@@ -42,8 +42,8 @@ import (
 	"github.com/contractd/contractd/internal/testkit"
 )
 
-// baselineCommit is the last commit before issue 16's changes to the body
-// and reply paths; SOAK_BASELINE overrides it.
+// baselineCommit is the last commit before the body and reply paths were
+// bounded; SOAK_BASELINE overrides it.
 const baselineCommit = "024bfba"
 
 const (

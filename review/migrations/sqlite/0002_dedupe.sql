@@ -1,4 +1,4 @@
--- review.dedupe_window (SPEC §14): an identical repeat of a request that
+-- review.dedupe_window (docs/clients.md): an identical repeat of a request that
 -- ended in needs_review, on any process sharing this file, finds the item
 -- by its dedupe key and gets the stored 422 again. The partial index holds
 -- only items written with a key.
