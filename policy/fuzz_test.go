@@ -111,30 +111,3 @@ func FuzzParsePathWalk(f *testing.F) {
 		}
 	})
 }
-
-// resolvePointer is an independent RFC 6901 resolver for the fuzz test.
-func resolvePointer(v any, ptr string) (any, bool) {
-	if ptr == "" {
-		return v, true
-	}
-	for _, tok := range strings.Split(ptr[1:], "/") {
-		tok = contracts.UnescapePointerToken(tok)
-		switch x := v.(type) {
-		case map[string]any:
-			c, ok := x[tok]
-			if !ok {
-				return nil, false
-			}
-			v = c
-		case []any:
-			n, ok := contracts.PointerIndex(tok)
-			if !ok || n >= len(x) {
-				return nil, false
-			}
-			v = x[n]
-		default:
-			return nil, false
-		}
-	}
-	return v, true
-}

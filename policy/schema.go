@@ -288,27 +288,36 @@ func (m *schemaMatcher) resolve(ref string) (any, bool) {
 	if err != nil {
 		return nil, false
 	}
-	cur := m.root
-	for _, tok := range strings.Split(frag[1:], "/") {
+	return resolvePointer(m.root, frag)
+}
+
+// resolvePointer resolves an RFC 6901 pointer ("" is v itself) in a
+// decoded JSON value: a $ref's fragment here, and the oracle FuzzParsePathWalk
+// checks Path.Walk's pointers against (Walk shares none of this code).
+func resolvePointer(v any, ptr string) (any, bool) {
+	if ptr == "" {
+		return v, true
+	}
+	for _, tok := range strings.Split(ptr[1:], "/") {
 		tok = contracts.UnescapePointerToken(tok)
-		switch x := cur.(type) {
+		switch x := v.(type) {
 		case map[string]any:
 			c, ok := x[tok]
 			if !ok {
 				return nil, false
 			}
-			cur = c
+			v = c
 		case []any:
 			i, ok := contracts.PointerIndex(tok)
 			if !ok || i >= len(x) {
 				return nil, false
 			}
-			cur = x[i]
+			v = x[i]
 		default:
 			return nil, false
 		}
 	}
-	return cur, true
+	return v, true
 }
 
 func (m *schemaMatcher) patternMatches(pat, s string) bool {
