@@ -173,16 +173,8 @@ func (c *cluster) do(bad bool) outcome {
 	}
 	o.status = resp.StatusCode
 	if resp.StatusCode == 422 {
-		var e struct {
-			Error struct {
-				Review struct {
-					ID     string `json:"id"`
-					Stored bool   `json:"stored"`
-				} `json:"review"`
-			} `json:"error"`
-		}
-		if json.Unmarshal(b, &e) == nil && e.Error.Review.Stored {
-			o.id = e.Error.Review.ID
+		if id, ok := storedReviewID(b); ok {
+			o.id = id
 		}
 	}
 	if !o.ok() {

@@ -38,6 +38,13 @@ func badReview(client *http.Client, d *daemon) (string, bool) {
 	if err != nil || resp.StatusCode != 422 {
 		return "", false
 	}
+	return storedReviewID(b)
+}
+
+// storedReviewID is the review item's id from a 422 needs_review body,
+// when the body says the item is durable ("stored": true, in the store or
+// the spool); a body that is not such a 422, or store none, gives false.
+func storedReviewID(body []byte) (string, bool) {
 	var e struct {
 		Error struct {
 			Review struct {
@@ -46,7 +53,7 @@ func badReview(client *http.Client, d *daemon) (string, bool) {
 			} `json:"review"`
 		} `json:"error"`
 	}
-	if json.Unmarshal(b, &e) != nil || !e.Error.Review.Stored {
+	if json.Unmarshal(body, &e) != nil || !e.Error.Review.Stored {
 		return "", false
 	}
 	return e.Error.Review.ID, true
