@@ -231,10 +231,7 @@ func BenchmarkDedupeStoreLookup(b *testing.B) {
 			rt.Review.DedupeWindow = c.window
 			srv := NewServer(rt, NewCaller(testKeys), audit.NewWriter(io.Discard), nil)
 			if c.store {
-				dir := b.TempDir()
-				q := NewReviewQueue(context.Background(), func(ctx context.Context) (review.Store, error) {
-					return review.OpenSQLite(ctx, filepath.Join(dir, "reviews.db"))
-				}, filepath.Join(dir, "review-spool.jsonl"), nil)
+				q := sqliteQueue(b)
 				defer q.Close()
 				srv.Reviews = q
 			}

@@ -65,6 +65,17 @@ const pacedRate = 400
 // warmupPerClient: requests each of the 16 clients sends before timing.
 const warmupPerClient = 25
 
+// sqliteQueue is a review queue on a fresh SQLite store with its spool
+// beside it in a temporary directory, as review.store sqlite lays them
+// out; the caller closes it (before the directory goes, which Cleanup
+// does after the test).
+func sqliteQueue(tb testing.TB) *ReviewQueue {
+	dir := tb.TempDir()
+	return NewReviewQueue(context.Background(), func(ctx context.Context) (review.Store, error) {
+		return review.OpenSQLite(ctx, filepath.Join(dir, "reviews.db"))
+	}, filepath.Join(dir, "review-spool.jsonl"), nil)
+}
+
 func benchReview(b *testing.B, path, store string, rate int) {
 	content := validClassify
 	if path == "needs_review" {
@@ -79,10 +90,7 @@ func benchReview(b *testing.B, path, store string, rate int) {
 	caller := NewCaller(testKeys)
 	srv := NewServer(rt, caller, audit.NewWriter(io.Discard), nil)
 	if store == "sqlite" {
-		dir := b.TempDir()
-		q := NewReviewQueue(context.Background(), func(ctx context.Context) (review.Store, error) {
-			return review.OpenSQLite(ctx, filepath.Join(dir, "reviews.db"))
-		}, filepath.Join(dir, "review-spool.jsonl"), nil)
+		q := sqliteQueue(b)
 		defer q.Close()
 		srv.Reviews = q
 	}
