@@ -210,8 +210,7 @@ func TestMaxConcurrency(t *testing.T) {
 	})
 	t.Run("queue wait is bounded by request_timeout", func(t *testing.T) {
 		noLeaks(t)
-		var up *upstream
-		up = newUpstream(t, func(w http.ResponseWriter, r *http.Request, n int) { up.hang(r) })
+		up := newHangingUpstream(t)
 		e := newEnv(t, up.URL(), opts{MaxConcurrency: 1, UpTimeout: "10s", RequestTimeout: "300ms", MaxRetries: -1}, nil)
 		res := e.postAll(askC, askC, askC)
 		for _, r := range res {

@@ -77,6 +77,15 @@ func newUpstream(t *testing.T, h func(w http.ResponseWriter, r *http.Request, n 
 // test ends.
 func (u *upstream) hang(r *http.Request) { u.Hang(r) }
 
+// newHangingUpstream is an upstream that never answers: every request
+// hangs (see hang) until the caller gives up or the test ends.
+func newHangingUpstream(t *testing.T) *upstream {
+	t.Helper()
+	var up *upstream
+	up = newUpstream(t, func(w http.ResponseWriter, r *http.Request, n int) { up.hang(r) })
+	return up
+}
+
 // waitCanceled waits for n upstream requests to see their context end.
 func (u *upstream) waitCanceled(t *testing.T, n int, within time.Duration) {
 	t.Helper()

@@ -220,8 +220,7 @@ func TestUpstreamUnaskedSSE(t *testing.T) {
 func TestUpstreamHang(t *testing.T) {
 	t.Run("per-call timeout", func(t *testing.T) {
 		noLeaks(t)
-		var up *upstream
-		up = newUpstream(t, func(w http.ResponseWriter, r *http.Request, n int) { up.hang(r) })
+		up := newHangingUpstream(t)
 		e := newEnv(t, up.URL(), opts{UpTimeout: "200ms", MaxRetries: 1}, nil)
 		r := e.post(context.Background(), askC)
 		wantError(t, r, 504, "upstream_error", "upstream_timeout")
@@ -235,8 +234,7 @@ func TestUpstreamHang(t *testing.T) {
 	})
 	t.Run("request timeout", func(t *testing.T) {
 		noLeaks(t)
-		var up *upstream
-		up = newUpstream(t, func(w http.ResponseWriter, r *http.Request, n int) { up.hang(r) })
+		up := newHangingUpstream(t)
 		e := newEnv(t, up.URL(), opts{UpTimeout: "10s", RequestTimeout: "400ms"}, nil)
 		r := e.post(context.Background(), askC)
 		wantError(t, r, 504, "upstream_error", "upstream_timeout")
@@ -261,8 +259,7 @@ func TestUpstreamHang(t *testing.T) {
 	})
 	t.Run("passthrough", func(t *testing.T) {
 		noLeaks(t)
-		var up *upstream
-		up = newUpstream(t, func(w http.ResponseWriter, r *http.Request, n int) { up.hang(r) })
+		up := newHangingUpstream(t)
 		e := newEnv(t, up.URL(), opts{UpTimeout: "200ms"}, nil)
 		r := e.post(context.Background(), askP)
 		wantError(t, r, 504, "upstream_error", "upstream_timeout")
@@ -328,8 +325,7 @@ func TestClientDisconnect(t *testing.T) {
 	for _, route := range []string{"c", "p"} {
 		t.Run("waiting for upstream "+route, func(t *testing.T) {
 			noLeaks(t)
-			var up *upstream
-			up = newUpstream(t, func(w http.ResponseWriter, r *http.Request, n int) { up.hang(r) })
+			up := newHangingUpstream(t)
 			e := newEnv(t, up.URL(), opts{UpTimeout: "10s"}, nil)
 			ctx, cancel := context.WithCancel(context.Background())
 			go func() {
