@@ -190,6 +190,14 @@ func readResponsesInput(in jsontext.Value, hasContractInput bool) (*inputReader,
 
 func itemParam(i int, rest string) string { return fmt.Sprintf("input[%d]%s", i, rest) }
 
+// badMessageContent is SPEC §15's answer to message content that is not a
+// string or a list of parts each with a string type, on this edge as on
+// chat completions: 400 invalid_message naming the message's content.
+func badMessageContent(item int) *APIError {
+	return badRequest(CodeInvalidMessage, itemParam(item, ".content"),
+		"content must be a string or a list of parts each with a string type")
+}
+
 // items reads the message items of a list (a valid JSON array: the body
 // was parsed whole before).
 func (ir *inputReader) items(in jsontext.Value) *APIError {
@@ -258,8 +266,10 @@ func (ir *inputReader) items(in jsontext.Value) *APIError {
 			ir.add(role, content.Bytes(), stringValue(content.Bytes()), true)
 		case '[':
 			ir.add(role, content.Bytes(), strings.Join(texts, "\n"), false)
+		case 0, 'n':
+			return badRequest(CodeInvalidJSON, itemParam(i, ".content"), "each input message needs content: a string or a list of input_text parts")
 		default:
-			return badRequest(CodeInvalidJSON, itemParam(i, ".content"), "content must be a string or a list of input_text parts")
+			return badMessageContent(i)
 		}
 	}
 	return nil
@@ -276,17 +286,17 @@ func readParts(dec *jsontext.Decoder, out *bytes.Buffer, texts *[]string, item i
 	for j := 0; dec.PeekKind() != ']'; j++ {
 		param := func(rest string) string { return itemParam(item, fmt.Sprintf(".content[%d]%s", j, rest)) }
 		if dec.PeekKind() != '{' {
-			return badRequest(CodeInvalidJSON, param(""), "content parts must be objects with a type")
+			return badMessageContent(item)
 		}
 		_, _ = dec.ReadToken()
-		typ, textOK := "", false
+		typ, typeOK, textOK := "", false, false
 		for dec.PeekKind() != '}' {
 			name, _ := dec.ReadToken()
 			switch name.String() {
 			case "type":
 				if dec.PeekKind() == '"' {
 					tok, _ := dec.ReadToken()
-					typ = tok.String()
+					typ, typeOK = tok.String(), true
 					continue
 				}
 				_ = dec.SkipValue()
@@ -300,12 +310,15 @@ func readParts(dec *jsontext.Decoder, out *bytes.Buffer, texts *[]string, item i
 			}
 		}
 		_, _ = dec.ReadToken() // '}'
+		if !typeOK {
+			return badMessageContent(item)
+		}
 		if typ != "input_text" && typ != "output_text" {
 			return badRequest(CodeUnsupportedParameter, param(".type"),
 				"content parts of type %s are not supported on contract routes (input_text only)", quoteForMessage(typ))
 		}
 		if !textOK {
-			return badRequest(CodeInvalidJSON, param(".text"), "text must be a string")
+			return badRequest(CodeInvalidMessage, itemParam(item, ".content"), "an %s part's text must be a string", typ)
 		}
 		if j > 0 {
 			out.WriteByte(',')

@@ -175,8 +175,19 @@ func TestResponsesBadRequests(t *testing.T) {
 		{"function_call item", "", `{"model":"free","input":[{"type":"function_call_output","call_id":"c","output":"x"}]}`, 400, CodeUnsupportedParameter, "input[0].type"},
 		{"image part", "", `{"model":"free","input":[{"role":"user","content":[{"type":"input_text","text":"q"},{"type":"input_image","image_url":"x"}]}]}`, 400, CodeUnsupportedParameter, "input[0].content[1].type"},
 		{"unknown part", "", `{"model":"free","input":[{"role":"user","content":[{"type":"bogus"}]}]}`, 400, CodeUnsupportedParameter, "input[0].content[0].type"},
-		{"part text not a string", "", `{"model":"free","input":[{"role":"user","content":[{"type":"input_text","text":1}]}]}`, 400, CodeInvalidJSON, "input[0].content[0].text"},
-		{"content number", "", `{"model":"free","input":[{"role":"user","content":1}]}`, 400, CodeInvalidJSON, "input[0].content"},
+		// SPEC §15: content that is not a string or a list of parts each
+		// with a string type is 400 invalid_message naming the message, as
+		// on chat completions.
+		{"part text not a string", "", `{"model":"free","input":[{"role":"user","content":[{"type":"input_text","text":1}]}]}`, 400, CodeInvalidMessage, "input[0].content"},
+		{"part text missing", "", `{"model":"free","input":[{"role":"user","content":[{"type":"input_text"}]}]}`, 400, CodeInvalidMessage, "input[0].content"},
+		{"content number", "", `{"model":"free","input":[{"role":"user","content":1}]}`, 400, CodeInvalidMessage, "input[0].content"},
+		{"content object", "", `{"model":"free","input":[{"role":"user","content":{"type":"input_text","text":"q"}}]}`, 400, CodeInvalidMessage, "input[0].content"},
+		{"content true", "", `{"model":"free","input":[{"role":"user","content":"q"},{"role":"user","content":true}]}`, 400, CodeInvalidMessage, "input[1].content"},
+		{"part not an object", "", `{"model":"free","input":[{"role":"user","content":["q"]}]}`, 400, CodeInvalidMessage, "input[0].content"},
+		{"part without type", "", `{"model":"free","input":[{"role":"user","content":[{"text":"q"}]}]}`, 400, CodeInvalidMessage, "input[0].content"},
+		{"part type a number", "", `{"model":"free","input":[{"type":"message","role":"user","content":[{"type":1,"text":"q"}]}]}`, 400, CodeInvalidMessage, "input[0].content"},
+		{"content missing", "", `{"model":"free","input":[{"role":"user"}]}`, 400, CodeInvalidJSON, "input[0].content"},
+		{"content null", "", `{"model":"free","input":[{"role":"user","content":null}]}`, 400, CodeInvalidJSON, "input[0].content"},
 		{"instructions on reject", "", `{"model":"free","input":"q","instructions":"be terse"}`, 400, CodeClientSystem, "instructions"},
 		{"system item on reject", "", `{"model":"free","input":[{"role":"developer","content":"x"},{"role":"user","content":"q"}]}`, 400, CodeClientSystem, "input"},
 		{"instructions not a string", "", `{"model":"free-drop","input":"q","instructions":[1]}`, 400, CodeInvalidJSON, "instructions"},
