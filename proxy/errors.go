@@ -71,7 +71,10 @@ type APIError struct {
 	Review     *Review
 	Violations []contracts.Violation // approve's verdict
 	RetryAfter int                   // seconds: 429, 503 server_busy, 502 after upstream 429s
-	Internal   error
+	// RetryAfterZero writes Retry-After: 0, an upstream 429's own "retry at
+	// once" passed on with its 502 (SPEC §15); RetryAfter 0 writes none.
+	RetryAfterZero bool
+	Internal       error
 }
 
 func (e *APIError) Error() string {
@@ -128,7 +131,7 @@ type errorObject struct {
 func writeError(w http.ResponseWriter, e *APIError) {
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
-	if e.RetryAfter > 0 {
+	if e.RetryAfter > 0 || e.RetryAfterZero {
 		h.Set("Retry-After", strconv.Itoa(e.RetryAfter))
 	}
 	if e.Status == http.StatusUnprocessableEntity && e.Type == typeNeedsReview {

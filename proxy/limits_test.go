@@ -152,6 +152,28 @@ func TestRetryAfterOnUpstream429(t *testing.T) {
 	if r := h2.post("", `{"model":"free","messages":[`+userHi+`]}`); r.Header.Get("Retry-After") != "" {
 		t.Errorf("Retry-After on a 502 after 5xx: %q", r.Header.Get("Retry-After"))
 	}
+	// The upstream's own value, whatever it is: "0" (retry at once) is
+	// passed on, an HTTP-date as the seconds left, an unreadable value
+	// or none not at all; on the Responses edge too.
+	for _, tc := range []struct{ sent, want, path, body string }{
+		{"0", "0", "", `{"model":"free","messages":[` + userHi + `]}`},
+		{time.Now().Add(-time.Minute).UTC().Format(http.TimeFormat), "0", "", `{"model":"free","messages":[` + userHi + `]}`},
+		{"soon", "", "", `{"model":"free","messages":[` + userHi + `]}`},
+		{"", "", "", `{"model":"free","messages":[` + userHi + `]}`},
+		{"1", "1", respPath, `{"model":"free","input":"hi"}`},
+	} {
+		h := newHarness(t, func(w http.ResponseWriter, r *http.Request, c *upCall) {
+			if tc.sent != "" {
+				w.Header().Set("Retry-After", tc.sent)
+			}
+			reply(w, 429, []byte(`{"error":{"message":"slow down"}}`))
+		}, cfg{})
+		r := h.post(tc.path, tc.body)
+		wantError(t, r, 502, "upstream_error", "upstream_error", nil)
+		if got, has := r.Header["Retry-After"]; tc.want == "" && has || tc.want != "" && (len(got) != 1 || got[0] != tc.want) {
+			t.Errorf("upstream Retry-After %q: the 502 has %q, want %q", tc.sent, got, tc.want)
+		}
+	}
 }
 
 // A client that leaves during its upload is audited 499, not 400.

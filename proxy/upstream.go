@@ -41,8 +41,10 @@ type UpstreamError struct {
 	// server_busy, not retried).
 	Busy bool
 	// RetryAfter is the upstream's Retry-After on its last 429, passed on
-	// to the client's 502 so it backs off as the provider asked.
-	RetryAfter time.Duration
+	// to the client's 502 so it backs off as the provider asked;
+	// HasRetryAfter tells a readable "0" (retry at once) from no header.
+	RetryAfter    time.Duration
+	HasRetryAfter bool
 }
 
 func (e *UpstreamError) Error() string {
@@ -68,8 +70,9 @@ func (e *UpstreamError) apiError(up string) *APIError {
 		msg = fmt.Sprintf("upstream %q answered HTTP %d: %s", up, e.Status, e.Reason)
 	}
 	ae := &APIError{Status: http.StatusBadGateway, Type: typeUpstream, Code: CodeUpstreamError, Message: msg, Internal: e}
-	if e.Status == http.StatusTooManyRequests && e.RetryAfter > 0 {
+	if e.Status == http.StatusTooManyRequests && e.HasRetryAfter {
 		ae.RetryAfter = int((e.RetryAfter + time.Second - 1) / time.Second)
+		ae.RetryAfterZero = ae.RetryAfter == 0
 	}
 	return ae
 }
@@ -132,9 +135,6 @@ func (c *Caller) call(ctx context.Context, u *config.Upstream, body *upstreamBod
 			return comp, nil
 		}
 		last = uerr
-		if uerr.Status == http.StatusTooManyRequests {
-			uerr.RetryAfter = retryAfter
-		}
 		retryable := uerr.Timeout || uerr.Status == 0 || uerr.Status == 429 || uerr.Status >= 500
 		if uerr.Status == statusBadReply { // a 200 that is not a chat completion: not retried
 			uerr.Status = http.StatusOK
@@ -215,7 +215,9 @@ func (c *Caller) once(ctx context.Context, u *config.Upstream, body *upstreamBod
 		if err != nil {
 			return nil, transportError(err, cctx), 0
 		}
-		return nil, &UpstreamError{Status: resp.StatusCode, Reason: redact(upstreamMessage(data, resp.StatusCode), c.Keys(u))}, retryAfter(resp.Header)
+		ra, hasRA := retryAfter(resp.Header)
+		return nil, &UpstreamError{Status: resp.StatusCode, Reason: redact(upstreamMessage(data, resp.StatusCode), c.Keys(u)),
+			RetryAfter: ra, HasRetryAfter: hasRA}, ra
 	}
 	// The reply is read once into a pooled buffer held in the in-flight
 	// budget, decoded, and given back: the completion keeps
@@ -290,16 +292,18 @@ func redact(msg, key string) string {
 	return secretLike.ReplaceAllString(msg, "[redacted]")
 }
 
-func retryAfter(h http.Header) time.Duration {
+// retryAfter reads a Retry-After header: the wait, and whether the header
+// held one (delay-seconds or an HTTP-date; a date past is a wait of 0).
+func retryAfter(h http.Header) (time.Duration, bool) {
 	v := h.Get("Retry-After")
 	if v == "" {
-		return 0
+		return 0, false
 	}
 	if s, err := strconv.Atoi(v); err == nil && s >= 0 {
-		return time.Duration(s) * time.Second
+		return time.Duration(s) * time.Second, true
 	}
 	if t, err := http.ParseTime(v); err == nil {
-		return max(time.Until(t), 0)
+		return max(time.Until(t), 0), true
 	}
-	return 0
+	return 0, false
 }

@@ -213,20 +213,21 @@ func TestRetryAfterParsing(t *testing.T) {
 	for _, tc := range []struct {
 		v    string
 		want time.Duration
+		ok   bool
 	}{
-		{"", 0}, {"2", 2 * time.Second}, {"0", 0}, {"-1", 0}, {"soon", 0},
-		{time.Now().Add(-time.Hour).UTC().Format(http.TimeFormat), 0},
+		{"", 0, false}, {"2", 2 * time.Second, true}, {"0", 0, true}, {"-1", 0, false}, {"soon", 0, false},
+		{time.Now().Add(-time.Hour).UTC().Format(http.TimeFormat), 0, true},
 	} {
 		h := http.Header{}
 		if tc.v != "" {
 			h.Set("Retry-After", tc.v)
 		}
-		if got := retryAfter(h); got != tc.want {
-			t.Errorf("Retry-After %q: %v, want %v", tc.v, got, tc.want)
+		if got, ok := retryAfter(h); got != tc.want || ok != tc.ok {
+			t.Errorf("Retry-After %q: %v %v, want %v %v", tc.v, got, ok, tc.want, tc.ok)
 		}
 	}
 	h := http.Header{"Retry-After": {time.Now().Add(3 * time.Second).UTC().Format(http.TimeFormat)}}
-	if got := retryAfter(h); got < time.Second || got > 3*time.Second {
+	if got, _ := retryAfter(h); got < time.Second || got > 3*time.Second {
 		t.Errorf("HTTP-date Retry-After: %v", got)
 	}
 	c := &Caller{Backoff: 100 * time.Millisecond}
