@@ -343,8 +343,11 @@ func (c *compiler) review() {
 		switch {
 		case w.URL == "":
 			c.ps.add("review.webhook.url", "webhook needs a url")
-		case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
-			c.ps.add("review.webhook.url", "%q is not an http(s) URL", w.URL)
+		case err != nil:
+			// Not quoted: the text may hold a password (user:pw@host).
+			c.ps.add("review.webhook.url", "not a URL")
+		case (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
+			c.ps.add("review.webhook.url", "%q is not an http(s) URL", u.Redacted())
 		case u.User != nil:
 			c.ps.add("review.webhook.url", "url must not carry credentials")
 		}

@@ -28,6 +28,13 @@ func TestReviewProblems(t *testing.T) {
 		{"unset webhook secret", base + "review: {webhook: {url: \"http://127.0.0.1:1/h\", secret_env: NOPE_SECRET_UNSET}}\n", `review.webhook.secret_env: environment variable NOPE_SECRET_UNSET is not set`},
 		{"webhook without secret", base + "review: {webhook: {url: \"http://127.0.0.1:1/h\"}}\n", `review.webhook.secret_env: webhook needs secret_env`},
 		{"webhook bad url", base + "review: {webhook: {url: \"ftp://x\", secret_env: CONTRACTD_TEST_SECRET}}\n", `review.webhook.url: "ftp://x" is not an http(s) URL`},
+		{"webhook without url", base + "review: {webhook: {secret_env: CONTRACTD_TEST_SECRET}}\n", `review.webhook.url: webhook needs a url`},
+		{"webhook url with credentials", base + "review: {webhook: {url: \"https://u:pw-not-echoed@h.example/x\", secret_env: CONTRACTD_TEST_SECRET}}\n", `review.webhook.url: url must not carry credentials`},
+		{"webhook other scheme with credentials", base + "review: {webhook: {url: \"ftp://u:pw-not-echoed@h.example/x\", secret_env: CONTRACTD_TEST_SECRET}}\n", `review.webhook.url: "ftp://u:xxxxx@h.example/x" is not an http(s) URL`},
+		{"webhook url unparsable", base + "review: {webhook: {url: \"http://u:pw-not-echoed@h.example:port/x\", secret_env: CONTRACTD_TEST_SECRET}}\n", `review.webhook.url: not a URL`},
+		{"webhook url without host", base + "review: {webhook: {url: \"https:///x\", secret_env: CONTRACTD_TEST_SECRET}}\n", `review.webhook.url: "https:///x" is not an http(s) URL`},
+		{"store none with path", base + "review: {store: none, path: r.db}\n", `review.store: store none keeps nothing: remove path and dsn_env`},
+		{"negative retention", base + "review: {retention: -1h}\n", `review.retention: invalid duration "-1h"`},
 		{"webhook needs a store", base + "review: {store: none, webhook: {url: \"http://127.0.0.1:1/h\", secret_env: CONTRACTD_TEST_SECRET}}\n", `review.webhook: webhook needs a store`},
 		{"admin_keys_env bad name", "server: {admin_keys_env: \"not a name\"}\n" + base, `server.admin_keys_env: "not a name" is not an environment variable name`},
 		{"admin_keys_env unset", "server: {admin_keys_env: NOPE_ADMIN_UNSET}\n" + base, `server.admin_keys_env: environment variable NOPE_ADMIN_UNSET is not set`},
@@ -36,6 +43,11 @@ func TestReviewProblems(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got := problemsOf(t, tt.yaml, map[string]string{"CONTRACTD_TEST_SECRET": "s", "CONTRACTD_TEST_MYSQL": "mysql://u:pw@h/db"})
+			for _, g := range got {
+				if strings.Contains(g, "pw-not-echoed") {
+					t.Errorf("a problem echoes the URL's password: %s", g)
+				}
+			}
 			wantProblem(t, got, tt.want)
 		})
 	}
