@@ -1,0 +1,178 @@
+package proxy
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/contractd/contractd/audit"
+	"github.com/contractd/contractd/review"
+	"github.com/contractd/contractd/review/storetest"
+)
+
+// resolvedLines are the review_resolved audit lines written so far, by
+// review id.
+func resolvedLines(t *testing.T, raw string) map[string]map[string]any {
+	t.Helper()
+	out := map[string]map[string]any{}
+	for _, line := range strings.Split(strings.TrimSpace(raw), "\n") {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("audit line %q: %v", line, err)
+		}
+		if m["event"] == string(audit.EventReviewResolved) {
+			out[m["review_id"].(string)] = m
+		}
+	}
+	return out
+}
+
+// SPEC §10 Events: each resolution writes one audit line {"event":
+// "review_resolved", time, review_id, route, status, by, reviewer,
+// output_sha256}, whoever resolved it; request lines carry "event":
+// "request".
+func TestReviewResolvedAuditLines(t *testing.T) {
+	defer noLeaks(t)()
+	rh := newReviewHarness(t)
+	approved, rejected, rerun := rh.needsReview(classifyReq), rh.needsReview(classifyReq), rh.needsReview(classifyReq)
+	if r := rh.call("POST", "/admin/reviews/"+approved+"/approve", `{"output":`+validClassify+`,"reviewer":"ann","note":"fixed"}`, adminKey); r.Status != 200 {
+		t.Fatalf("approve %d %s", r.Status, r.Body)
+	}
+	if r := rh.call("POST", "/admin/reviews/"+rejected+"/reject", `{"reviewer":"bob"}`, adminKey); r.Status != 200 {
+		t.Fatalf("reject %d %s", r.Status, r.Body)
+	}
+	rh.valid.Store(true)
+	if r := rh.call("POST", "/admin/reviews/"+rerun+"/rerun", ``, adminKey); r.Status != 200 || r.JSON["status"] != "approved" {
+		t.Fatalf("rerun %d %s", r.Status, r.Body)
+	}
+	lines := resolvedLines(t, rh.sink.Raw())
+	if len(lines) != 3 {
+		t.Fatalf("%d review_resolved lines, want 3:\n%s", len(lines), rh.sink.Raw())
+	}
+	for _, tc := range []struct {
+		id, status, by, reviewer string
+		output                   bool
+	}{
+		{approved, "approved", "reviewer", "ann", true},
+		{rejected, "rejected", "reviewer", "bob", false},
+		{rerun, "approved", "rerun", "", true},
+	} {
+		it, err := rh.store.Get(context.Background(), tc.id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l := lines[tc.id]
+		keys := make([]string, 0, len(l))
+		for k := range l {
+			keys = append(keys, k)
+		}
+		if len(l) != 8 {
+			t.Errorf("%s: keys %v, want event time review_id route status by reviewer output_sha256", tc.id, keys)
+		}
+		wantSum := ""
+		if tc.output {
+			s := sha256.Sum256(it.Resolution.Output)
+			wantSum = hex.EncodeToString(s[:])
+		}
+		at, err := time.Parse(time.RFC3339Nano, l["time"].(string))
+		if err != nil || !at.Equal(*it.ResolvedAt) {
+			t.Errorf("%s: time %v, item resolved_at %v", tc.id, l["time"], it.ResolvedAt)
+		}
+		if l["route"] != "classify" || l["status"] != tc.status || l["by"] != tc.by || l["reviewer"] != tc.reviewer ||
+			l["output_sha256"] != wantSum {
+			t.Errorf("%s: line %v, want status %s by %s reviewer %q output_sha256 %q", tc.id, l, tc.status, tc.by, tc.reviewer, wantSum)
+		}
+	}
+	for _, ev := range rh.sink.Events() {
+		if ev.Event != audit.EventRequest {
+			t.Errorf("request line with event %q", ev.Event)
+		}
+	}
+	rh.shutdown()
+}
+
+// SPEC §10: resolved items older than review.retention are deleted;
+// pending items never are. The store's DeleteResolvedBefore is proven in
+// review/storetest; this proves the queue's Run applies it.
+func TestRunAppliesRetention(t *testing.T) {
+	defer noLeaks(t)()
+	rh := newReviewHarness(t)
+	ctx := context.Background()
+	now := time.Now()
+	old, fresh, pending := storetest.NewItem("old", "classify", now.Add(-100*time.Hour)),
+		storetest.NewItem("fresh", "classify", now.Add(-100*time.Hour)),
+		storetest.NewItem("pending", "classify", now.Add(-1000*time.Hour))
+	for _, it := range []*review.Item{old, fresh, pending} {
+		if _, err := rh.store.Create(ctx, it, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	resolve := func(id string, at time.Time) {
+		t.Helper()
+		res := review.Resolve{Status: review.StatusRejected, At: at, Resolution: review.Resolution{By: review.ByReviewer, Reviewer: "ann"}}
+		if _, err := rh.store.Resolve(ctx, id, res); err != nil {
+			t.Fatal(err)
+		}
+	}
+	resolve("old", now.Add(-50*time.Hour))
+	resolve("fresh", now.Add(-time.Hour))
+	rh.q.Retention = 24 * time.Hour
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { rh.q.Run(rctx); close(done) }()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if _, err := rh.store.Get(ctx, "old"); errors.Is(err, review.ErrNotFound) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("a rejected item resolved 50h ago survived retention 24h")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	<-done
+	for _, id := range []string{"fresh", "pending"} {
+		if _, err := rh.store.Get(ctx, id); err != nil {
+			t.Errorf("%s deleted by retention: %v", id, err)
+		}
+	}
+	rh.shutdown()
+}
+
+// SPEC §10: key_id is "" without auth, and the client endpoint then serves
+// the item to any caller (there is no key to tell clients apart).
+func TestReviewKeyIDWithoutAuth(t *testing.T) {
+	defer noLeaks(t)()
+	rh := newReviewHarness(t)
+	env := rh.srv.Env
+	rh.srv.Env = func(name string) string {
+		if name == "CONTRACTD_TEST_CLIENT_KEYS" {
+			return ""
+		}
+		return env(name)
+	}
+	rh.srv.Swap(rh.srv.Runtime())
+	r := rh.call("POST", "/v1/chat/completions", classifyReq, "")
+	if r.Status != 422 {
+		t.Fatalf("status %d: %s", r.Status, r.Body)
+	}
+	id := r.errorObj()["review"].(map[string]any)["id"].(string)
+	it, err := rh.store.Get(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if it.KeyID != "" {
+		t.Errorf("key_id %q without auth, want \"\"", it.KeyID)
+	}
+	if r := rh.call("GET", "/v1/reviews/"+id, "", ""); r.Status != 200 || r.JSON["status"] != "pending" ||
+		r.JSON["resolved_at"] != nil || r.JSON["resolution"] != nil {
+		t.Fatalf("GET without auth: %d %s", r.Status, r.Body)
+	}
+	rh.shutdown()
+}
