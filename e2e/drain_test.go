@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// SPEC §10 and §11: while draining after SIGTERM the admin listener keeps
+// While draining after SIGTERM the admin listener keeps
 // answering, /readyz with 503 (so a load balancer stops sending), until
 // the in-flight requests have ended; then the process exits 0.
 func TestDrainKeepsAdminAnswering(t *testing.T) {

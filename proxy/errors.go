@@ -72,7 +72,7 @@ type APIError struct {
 	Violations []contracts.Violation // approve's verdict
 	RetryAfter int                   // seconds: 429, 503 server_busy, 502 after upstream 429s
 	// RetryAfterZero writes Retry-After: 0, an upstream 429's own "retry at
-	// once" passed on with its 502 (SPEC §15); RetryAfter 0 writes none.
+	// once" passed on with its 502; RetryAfter 0 writes none.
 	RetryAfterZero bool
 	Internal       error
 }

@@ -190,9 +190,9 @@ func readResponsesInput(in jsontext.Value, hasContractInput bool) (*inputReader,
 
 func itemParam(i int, rest string) string { return fmt.Sprintf("input[%d]%s", i, rest) }
 
-// badMessageContent is SPEC §15's answer to message content that is not a
-// string or a list of parts each with a string type, on this edge as on
-// chat completions: 400 invalid_message naming the message's content.
+// badMessageContent answers message content that is not a string or a
+// list of parts each with a string type: 400 invalid_message naming the
+// message's content, on this edge as on chat completions.
 func badMessageContent(item int) *APIError {
 	return badRequest(CodeInvalidMessage, itemParam(item, ".content"),
 		"content must be a string or a list of parts each with a string type")

@@ -175,7 +175,7 @@ func TestResponsesBadRequests(t *testing.T) {
 		{"function_call item", "", `{"model":"free","input":[{"type":"function_call_output","call_id":"c","output":"x"}]}`, 400, CodeUnsupportedParameter, "input[0].type"},
 		{"image part", "", `{"model":"free","input":[{"role":"user","content":[{"type":"input_text","text":"q"},{"type":"input_image","image_url":"x"}]}]}`, 400, CodeUnsupportedParameter, "input[0].content[1].type"},
 		{"unknown part", "", `{"model":"free","input":[{"role":"user","content":[{"type":"bogus"}]}]}`, 400, CodeUnsupportedParameter, "input[0].content[0].type"},
-		// SPEC §15: content that is not a string or a list of parts each
+		// Content that is not a string or a list of parts each
 		// with a string type is 400 invalid_message naming the message, as
 		// on chat completions.
 		{"part text not a string", "", `{"model":"free","input":[{"role":"user","content":[{"type":"input_text","text":1}]}]}`, 400, CodeInvalidMessage, "input[0].content"},

@@ -32,7 +32,7 @@ func resolvedLines(t *testing.T, raw string) map[string]map[string]any {
 	return out
 }
 
-// SPEC §10 Events: each resolution writes one audit line {"event":
+// Each resolution writes one audit line {"event":
 // "review_resolved", time, review_id, route, status, by, reviewer,
 // output_sha256}, whoever resolved it; request lines carry "event":
 // "request".
@@ -96,7 +96,7 @@ func TestReviewResolvedAuditLines(t *testing.T) {
 	rh.shutdown()
 }
 
-// SPEC §10: resolved items older than review.retention are deleted;
+// Resolved items older than review.retention are deleted;
 // pending items never are. The store's DeleteResolvedBefore is proven in
 // review/storetest; this proves the queue's Run applies it.
 func TestRunAppliesRetention(t *testing.T) {
@@ -145,7 +145,7 @@ func TestRunAppliesRetention(t *testing.T) {
 	rh.shutdown()
 }
 
-// SPEC §10: key_id is "" without auth, and the client endpoint then serves
+// key_id is "" without auth, and the client endpoint then serves
 // the item to any caller (there is no key to tell clients apart).
 func TestReviewKeyIDWithoutAuth(t *testing.T) {
 	defer noLeaks(t)()
