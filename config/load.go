@@ -233,7 +233,11 @@ func kindName(k yaml.Kind) string {
 }
 
 // expandEnv replaces ${VAR} in every string scalar under n. An unset
-// variable is a problem, reported at the key that uses it.
+// variable is a problem, reported at the key that uses it. The value of a
+// key ending in _env is left as written: it names a variable, and
+// expanding it would put that variable's value, often the very key it names
+// (api_key_env: ${OPENAI_API_KEY}), into the "not an environment variable
+// name" problem that validate prints and serve logs.
 func expandEnv(n *yaml.Node, path string, ps *problems) {
 	switch n.Kind {
 	case yaml.ScalarNode:
@@ -251,6 +255,9 @@ func expandEnv(n *yaml.Node, path string, ps *problems) {
 		})
 	case yaml.MappingNode:
 		for i := 0; i+1 < len(n.Content); i += 2 {
+			if strings.HasSuffix(n.Content[i].Value, "_env") {
+				continue
+			}
 			expandEnv(n.Content[i+1], join(path, n.Content[i].Value), ps)
 		}
 	case yaml.SequenceNode:
