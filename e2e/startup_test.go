@@ -1,0 +1,103 @@
+package e2e
+
+import (
+	"io"
+	"net/http"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// A config may hold contracts and labels alone, for offline check, but
+// serve needs at least one route: a routeless config
+// stops serve at start, before it listens, and is refused as a reload
+// (the running routes keep serving).
+func TestServeNeedsARoute(t *testing.T) {
+	t.Parallel()
+	up := newUpstream(t, byModel)
+	full := renderConfig(cfgOpts{upstream: up.URL()})
+	i := strings.LastIndex(full, "\nroutes:")
+	if i < 0 {
+		t.Fatal("test premise: the base config has no routes key")
+	}
+	routeless := full[:i+1]
+
+	cfg := writeConfig(t, t.TempDir(), routeless)
+	d := startProcess(t, baseEnv(), "serve", "-c", cfg)
+	if code := d.wait(10 * time.Second); code == 0 {
+		t.Fatalf("serve started with no route")
+	}
+	errText := d.stderr.String()
+	if !strings.Contains(errText, "serve needs at least one route") {
+		t.Errorf("stderr does not say why:\n%s", errText)
+	}
+	if strings.Contains(errText, `"listening"`) {
+		t.Errorf("serve listened before refusing:\n%s", errText)
+	}
+	// validate accepts the same file (a prompt no route uses is a warning).
+	if _, errOut, code := runCLI(t, "", "validate", "-c", cfg); code != 0 {
+		t.Errorf("validate: exit %d\n%s", code, errOut)
+	}
+
+	dir := t.TempDir()
+	d = startDaemon(t, writeConfig(t, dir, full), baseEnv())
+	assertServes(t, d, "review-sentiment", goodContent)
+	writeConfig(t, dir, routeless)
+	d.signal(syscall.SIGHUP)
+	line, ok := d.logLine(reloadWindow, refused("sighup"))
+	if !ok {
+		t.Fatalf("the routeless config was not refused on SIGHUP")
+	}
+	if s, _ := line["error"].(string); !strings.Contains(s, "serve needs at least one route") {
+		t.Errorf("refusal %v does not say why", line)
+	}
+	if ids := modelIDs(t, d); !contains(ids, "review-sentiment") {
+		t.Errorf("after the refused reload the models are %v", ids)
+	}
+	assertServes(t, d, "review-sentiment", goodContent)
+	if d.exited() {
+		t.Fatal("contractd exited")
+	}
+}
+
+// api_keys_env unset, or its variable empty: no auth, warned at start.
+// Without keys the API answers requests that
+// carry no Authorization header, and the start-up log says so once.
+func TestServeWithoutClientKeysWarns(t *testing.T) {
+	t.Parallel()
+	for name, edit := range map[string]func(map[string]string){
+		"unset": func(env map[string]string) { delete(env, "CONTRACTD_API_KEYS") },
+		"empty": func(env map[string]string) { env["CONTRACTD_API_KEYS"] = "" },
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			up := newUpstream(t, byModel)
+			env := baseEnv()
+			edit(env)
+			d := startDaemon(t, writeConfig(t, t.TempDir(), renderConfig(cfgOpts{upstream: up.URL()})), env)
+			warned := func(m map[string]any) bool {
+				s, _ := m["msg"].(string)
+				return m["level"] == "WARN" && strings.Contains(s, "no client API keys configured")
+			}
+			if _, ok := d.logLine(2*time.Second, warned); !ok {
+				t.Errorf("no start-up warning about running without client keys:\n%s", d.stderr.String())
+			}
+			req, _ := http.NewRequest(http.MethodPost, d.BaseURL()+"/chat/completions",
+				strings.NewReader(reviewBody("review-sentiment", "The delivery was fast and the food was great.")))
+			req.Header.Set("Content-Type", "application/json")
+			resp, err := httpClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 200 {
+				t.Errorf("no Authorization header without keys: status %d: %s", resp.StatusCode, b)
+			}
+			if n := d.countLog(warned); n != 1 {
+				t.Errorf("the warning was logged %d times, want once", n)
+			}
+		})
+	}
+}
