@@ -5,7 +5,6 @@ package proxy
 import (
 	"context"
 	"io"
-	"net/http"
 	"strings"
 	"testing"
 )
@@ -175,24 +174,15 @@ func TestRequestIDEverywhere(t *testing.T) {
 		{"GET", "/v1/chat/completions", clientKey, 404},
 		{"POST", "/v1/chat/completions", clientKey, 200},
 	} {
-		var body io.Reader
+		body := ""
 		if tc.method == "POST" {
-			body = strings.NewReader(`{"model":"free","messages":[` + userHi + `]}`)
+			body = `{"model":"free","messages":[` + userHi + `]}`
 		}
-		req, _ := http.NewRequest(tc.method, h.front.URL+tc.path, body)
-		if tc.auth != "" {
-			req.Header.Set("Authorization", "Bearer "+tc.auth)
+		r := send(t, h.client, tc.method, h.front.URL+tc.path, body, tc.auth)
+		if r.Status != tc.status {
+			t.Errorf("%s %s: status %d, want %d: %s", tc.method, tc.path, r.Status, tc.status, r.Body)
 		}
-		resp, err := h.client.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != tc.status {
-			t.Errorf("%s %s: status %d, want %d: %s", tc.method, tc.path, resp.StatusCode, tc.status, b)
-		}
-		id := wantRequestID(t, &result{Header: resp.Header})
+		id := wantRequestID(t, r)
 		if ids[id] {
 			t.Errorf("request id %s reused", id)
 		}
@@ -202,27 +192,13 @@ func TestRequestIDEverywhere(t *testing.T) {
 
 func TestModels(t *testing.T) {
 	h := newHarness(t, always(validAnswer), cfg{})
-	req, _ := http.NewRequest("GET", h.front.URL+"/v1/models", nil)
-	req.Header.Set("Authorization", "Bearer "+clientKey)
-	resp, err := h.client.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
+	b := send(t, h.client, "GET", h.front.URL+"/v1/models", "", clientKey).Body
 	want := `"data":[{"id":"classify","object":"model"`
 	if !strings.Contains(string(b), `"object":"list"`) || !strings.Contains(string(b), want) ||
 		strings.Count(string(b), `"object":"model"`) != len(routeOrder) {
 		t.Errorf("models: %s", b)
 	}
-	req, _ = http.NewRequest("GET", h.front.URL+"/r/raw/v1/models", nil)
-	req.Header.Set("Authorization", "Bearer "+clientKey)
-	resp, err = h.client.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ = io.ReadAll(resp.Body)
-	resp.Body.Close()
+	b = send(t, h.client, "GET", h.front.URL+"/r/raw/v1/models", "", clientKey).Body
 	if strings.Count(string(b), `"object":"model"`) != 1 || !strings.Contains(string(b), `"id":"raw"`) {
 		t.Errorf("route models: %s", b)
 	}
