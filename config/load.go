@@ -253,6 +253,19 @@ func expandEnv(n *yaml.Node, path string, ps *problems) {
 			}
 			return val
 		})
+		// An unquoted ${VAR} is typed by what it expands to, as if that
+		// had been written there: max_connections: ${MAX_CONN} holding
+		// 2048 is the integer 2048, not a string the integer field
+		// refuses. Only numbers and booleans are retyped (a string field
+		// takes any scalar as written, and an empty expansion must not
+		// turn into YAML null, which would read as the key left out);
+		// a quoted "${VAR}" stays a string.
+		if n.Style == 0 {
+			switch tag := (&yaml.Node{Kind: yaml.ScalarNode, Value: n.Value}).ShortTag(); tag {
+			case "!!int", "!!float", "!!bool":
+				n.Tag = tag
+			}
+		}
 	case yaml.MappingNode:
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			if strings.HasSuffix(n.Content[i].Value, "_env") {
