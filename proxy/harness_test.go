@@ -301,14 +301,22 @@ func newHarness(t *testing.T, h upHandler, c cfg) *harness {
 // newHarnessOn puts a Server in front of up.
 func newHarnessOn(t *testing.T, up *fakeUpstream, c cfg) *harness {
 	t.Helper()
-	rt := loadRuntime(t, up.URL(), c)
+	return serveHarness(t, up, loadRuntime(t, up.URL(), c), c, &Admin{})
+}
+
+// serveHarness puts a Server running rt (built from c, or cfg{} when the
+// test wrote its own config) in front of up: the test client keys, a 1 ms
+// retry backoff, audit events kept in memory. admin is what the API
+// listener also serves (nil: none).
+func serveHarness(t *testing.T, up *fakeUpstream, rt *config.Runtime, c cfg, admin http.Handler) *harness {
+	t.Helper()
 	caller := NewCaller(testKeys)
 	caller.Backoff = time.Millisecond
 	sink := &memSink{}
 	srv := NewServer(rt, caller, sink, nil)
 	srv.Env = testEnv
 	srv.Swap(rt) // again, now that Env reads the test's client keys
-	front := httptest.NewServer(srv.Handler(&Admin{}))
+	front := httptest.NewServer(srv.Handler(admin))
 	hs := &harness{t: t, up: up, rt: rt, srv: srv, caller: caller, front: front, sink: sink, cfg: c,
 		client: &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}}
 	t.Cleanup(hs.Close)

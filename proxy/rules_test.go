@@ -13,7 +13,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/contractd/contractd/internal/testkit"
 	"github.com/contractd/contractd/retry"
@@ -55,26 +54,11 @@ routes:
 // rulesHarness serves rulesYAML (plus routes, YAML list items) in front of
 // an upstream answering hd; admin is what the API listener also serves
 // (nil: none).
-func rulesHarness(t *testing.T, hd upHandler, admin *Admin, routes ...string) *harness {
+func rulesHarness(t *testing.T, hd upHandler, admin http.Handler, routes ...string) *harness {
 	t.Helper()
 	up := newFakeUpstream(t, hd)
 	rt := testkit.LoadRuntime(t, filepath.Join("testdata", "contractd.yaml"), strings.ReplaceAll(rulesYAML+strings.Join(routes, ""), "@UP@", up.URL()))
-	caller := NewCaller(testKeys)
-	caller.Backoff = time.Millisecond
-	sink := &memSink{}
-	srv := NewServer(rt, caller, sink, nil)
-	srv.Env = testEnv
-	srv.Swap(rt) // again, now that Env reads the test's client keys
-	var front *httptest.Server
-	if admin != nil {
-		front = httptest.NewServer(srv.Handler(admin))
-	} else {
-		front = httptest.NewServer(srv.Handler(nil))
-	}
-	h := &harness{t: t, up: up, rt: rt, srv: srv, caller: caller, front: front, sink: sink,
-		client: &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}}
-	t.Cleanup(h.Close)
-	return h
+	return serveHarness(t, up, rt, cfg{}, admin)
 }
 
 // noUsage is a chat completion without a usage member (some
