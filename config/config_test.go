@@ -110,6 +110,17 @@ func wantProblem(t *testing.T, got []string, want string) {
 	t.Errorf("no problem containing %q; got:\n  %s", want, strings.Join(got, "\n  "))
 }
 
+// wantNoSecret fails for every problem that repeats secret: a problem
+// names what is wrong with a URL without echoing its password.
+func wantNoSecret(t *testing.T, got []string, secret string) {
+	t.Helper()
+	for _, g := range got {
+		if strings.Contains(g, secret) {
+			t.Errorf("a problem echoes a URL's secret: %s", g)
+		}
+	}
+}
+
 func problemsOf(t *testing.T, yaml string, env map[string]string) []string {
 	t.Helper()
 	dir := t.TempDir()

@@ -38,11 +38,7 @@ func TestRateLimitProblems(t *testing.T) {
 				}
 				return
 			}
-			for _, g := range got {
-				if strings.Contains(g, "pw-not-echoed") {
-					t.Errorf("a problem echoes the URL's secret: %s", g)
-				}
-			}
+			wantNoSecret(t, got, "pw-not-echoed")
 			wantProblem(t, got, tt.want)
 		})
 	}
