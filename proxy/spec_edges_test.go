@@ -1,0 +1,65 @@
+package proxy
+
+import (
+	"bytes"
+	"compress/gzip"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/contractd/contractd/internal/testkit"
+)
+
+// Passthrough routes redact the upstream's key, and any Authorization
+// value, from the error bodies they relay on the Responses edge as on chat
+// completions, plain or gzip-encoded.
+func TestPassthroughResponsesRedactsErrorBodies(t *testing.T) {
+	up := testkit.NewUpstream(t, func(w http.ResponseWriter, r *http.Request, c *upCall) {
+		msg := `{"error":{"message":"Incorrect API key provided: ` + strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ") +
+			` (header ` + r.Header.Get("Authorization") + `), also sk-abcdefghijkl12345","type":"invalid_request_error"}}`
+		if r.Header.Get("Accept-Encoding") == "gzip" {
+			var b bytes.Buffer
+			zw := gzip.NewWriter(&b)
+			_, _ = zw.Write([]byte(msg))
+			_ = zw.Close()
+			w.Header().Set("Content-Encoding", "gzip")
+			reply(w, 401, b.Bytes())
+			return
+		}
+		reply(w, 401, []byte(msg))
+	})
+	h := newHarnessOn(t, up, cfg{})
+	for _, tc := range []struct{ name, path, enc string }{
+		{"by model", respPath, ""},
+		{"by model gzip", respPath, "gzip"},
+		{"by route path", "/r/raw-fast/v1/responses", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req, _ := http.NewRequest("POST", h.front.URL+tc.path, strings.NewReader(`{"model":"raw-fast","input":"hi"}`))
+			req.Header.Set("Authorization", "Bearer "+clientKey)
+			if tc.enc != "" {
+				req.Header.Set("Accept-Encoding", tc.enc)
+			}
+			resp, err := h.client.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 401 || resp.Header.Get("Content-Encoding") != "" {
+				t.Fatalf("status %d, encoding %q: %s", resp.StatusCode, resp.Header.Get("Content-Encoding"), b)
+			}
+			s := string(b)
+			if strings.Contains(s, upstreamKey) || strings.Contains(s, clientKey) || strings.Contains(s, "sk-abcdefghijkl") ||
+				!strings.Contains(s, "Incorrect API key provided: [redacted]") {
+				t.Errorf("body %s", s)
+			}
+		})
+	}
+	for _, c := range up.Calls() {
+		if c.Path != "/v1/responses" {
+			t.Errorf("upstream path %q, want its /responses", c.Path)
+		}
+	}
+}
