@@ -176,3 +176,59 @@ func TestReviewKeyIDWithoutAuth(t *testing.T) {
 	}
 	rh.shutdown()
 }
+
+// A budget_exhausted 422 is a needs_review like a contract_violation: its
+// item is stored before the answer, with the attempts made (none here,
+// the budget ran out before the first), and the client can poll it.
+func TestBudgetExhaustedIsStored(t *testing.T) {
+	defer noLeaks(t)()
+	rh := newReviewHarness(t)
+	body := `{"model":"broke","messages":[` + userHi + `]}`
+	r := rh.call("POST", "/v1/chat/completions", body, clientKey)
+	wantError(t, r, 422, "needs_review", CodeBudgetExhausted, nil)
+	rv := r.errorObj()["review"].(map[string]any)
+	id := rv["id"].(string)
+	if rv["stored"] != true || rv["url"] != "/v1/reviews/"+id {
+		t.Fatalf("review object %v", rv)
+	}
+	it, err := rh.store.Get(context.Background(), id)
+	if err != nil {
+		t.Fatalf("not in the store when the 422 arrived: %v", err)
+	}
+	if it.Status != review.StatusPending || it.Route != "broke" || len(it.Attempts) != 0 || string(it.Request) != body || string(it.Input) != `"hi"` {
+		t.Errorf("item %+v", it)
+	}
+	if g := rh.call("GET", "/v1/reviews/"+id, "", clientKey); g.Status != 200 || g.JSON["status"] != "pending" {
+		t.Errorf("client poll %d %s", g.Status, g.Body)
+	}
+	if h := rh.up.Hits(); h != 0 {
+		t.Errorf("upstream called %d times", h)
+	}
+	rh.shutdown()
+}
+
+// A stored item's hashes (prompt, contract, each attempt's output) are
+// those of its request's audit event, so either can find the other.
+func TestReviewHashesMatchAudit(t *testing.T) {
+	defer noLeaks(t)()
+	rh := newReviewHarness(t)
+	id := rh.needsReview(classifyReq)
+	it, err := rh.store.Get(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev := rh.sink.waitEvent(t, id)
+	if ev.Prompt == nil || ev.Contract == nil || it.Prompt != *ev.Prompt || it.Contract != *ev.Contract || it.Prompt.SHA256 == "" || it.Contract.SHA256 == "" {
+		t.Fatalf("item prompt %+v contract %+v, audit prompt %+v contract %+v", it.Prompt, it.Contract, ev.Prompt, ev.Contract)
+	}
+	if len(it.Attempts) != len(ev.Attempts) || len(it.Attempts) != 2 {
+		t.Fatalf("item %d attempts, audit %d", len(it.Attempts), len(ev.Attempts))
+	}
+	for i, a := range it.Attempts {
+		sum := sha256.Sum256([]byte(a.Output))
+		if a.OutputSHA256 != ev.Attempts[i].OutputSHA256 || a.OutputSHA256 != hex.EncodeToString(sum[:]) {
+			t.Errorf("attempt %d: item output_sha256 %s, audit %s, sha256(output) %x", a.Attempt, a.OutputSHA256, ev.Attempts[i].OutputSHA256, sum)
+		}
+	}
+	rh.shutdown()
+}
