@@ -1,7 +1,9 @@
 package e2e
 
 import (
+	"net"
 	"net/http"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -59,5 +61,58 @@ func TestDrainKeepsAdminAnswering(t *testing.T) {
 	}
 	if _, err := http.Get("http://" + d.Admin + "/readyz"); err == nil {
 		t.Error("the admin listener still answers after exit")
+	}
+}
+
+// max_connections caps the API listener only: with its one connection
+// held open, the admin listener still answers (a health check never
+// queues behind client traffic), and the API serves the next connection
+// once the first closes.
+func TestMaxConnectionsLeavesAdminAlone(t *testing.T) {
+	t.Parallel()
+	up := newUpstream(t, byModel)
+	text := strings.Replace(renderConfig(cfgOpts{upstream: up.URL()}), "  admin_listen: 127.0.0.1:0\n",
+		"  admin_listen: 127.0.0.1:0\n  max_connections: 1\n", 1)
+	if !strings.Contains(text, "max_connections: 1") {
+		t.Fatal("the base config has no admin_listen line to extend")
+	}
+	d := startDaemon(t, writeConfig(t, t.TempDir(), text), baseEnv())
+	held, err := net.Dial("tcp", d.API)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	// Once the held connection is accepted, a second API request waits.
+	served := make(chan int, 1)
+	go func() {
+		c := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+		req, _ := http.NewRequest("GET", d.BaseURL()+"/models", nil)
+		req.Header.Set("Authorization", "Bearer "+clientKey)
+		resp, err := c.Do(req)
+		if err != nil {
+			served <- 0
+			return
+		}
+		resp.Body.Close()
+		served <- resp.StatusCode
+	}()
+	select {
+	case st := <-served:
+		t.Fatalf("a second API connection was served (%d) at max_connections 1", st)
+	case <-time.After(500 * time.Millisecond):
+	}
+	for _, p := range []string{"/readyz", "/healthz", "/admin/reviews"} {
+		if st, _ := adminGet(t, d, p); st != 200 {
+			t.Errorf("admin %s: %d with the API at max_connections, want 200", p, st)
+		}
+	}
+	held.Close()
+	select {
+	case st := <-served:
+		if st != 200 {
+			t.Errorf("the waiting API request got %d, want 200", st)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the waiting API connection was not served after the held one closed")
 	}
 }
