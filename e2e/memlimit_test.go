@@ -1,0 +1,73 @@
+package e2e
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/contractd/contractd/internal/memlimit"
+)
+
+// memoryLimitMetric is contractd_memory_limit_bytes as the binary reports
+// it (-1 when the series is missing).
+func memoryLimitMetric(t *testing.T, d *daemon) int64 {
+	t.Helper()
+	for _, line := range strings.Split(string(d.metrics(t)), "\n") {
+		if v, ok := strings.CutPrefix(line, "contractd_memory_limit_bytes "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				t.Fatalf("%q: %v", line, err)
+			}
+			return int64(f)
+		}
+	}
+	return -1
+}
+
+// server.memory_limit sets Go's soft memory limit in the serving process:
+// a size as written, off as none, auto as 80 % of the cgroup limit (none
+// without one); a reload applies a new value, and GOMEMLIMIT in the
+// environment wins over the config.
+func TestMemoryLimitApplied(t *testing.T) {
+	t.Parallel()
+	up := newUpstream(t, byModel)
+	dir := t.TempDir()
+	base := renderConfig(cfgOpts{upstream: up.URL()})
+	with := func(v string) string {
+		s := strings.Replace(base, "  request_timeout: 20s\n", "  request_timeout: 20s\n  memory_limit: "+v+"\n", 1)
+		if s == base {
+			t.Fatal("the base config's request_timeout moved")
+		}
+		return s
+	}
+	cfg := writeConfig(t, dir, with("256MiB"))
+	d := startDaemon(t, cfg, baseEnv())
+	if got := memoryLimitMetric(t, d); got != 256<<20 {
+		t.Fatalf("memory_limit 256MiB: the process reports %d", got)
+	}
+	auto := memlimit.Cgroup("/") / 10 * 8
+	for _, tc := range []struct {
+		value string
+		want  int64
+	}{{"off", 0}, {"auto", auto}, {"1.5GiB", 3 << 29}} {
+		writeConfig(t, dir, with(tc.value))
+		n := d.countLog(reloaded("sighup"))
+		d.signal(syscall.SIGHUP)
+		if !waitFor(3*time.Second, func() bool { return d.countLog(reloaded("sighup")) > n }) {
+			t.Fatalf("%s: no reload after SIGHUP", tc.value)
+		}
+		if got := memoryLimitMetric(t, d); got != tc.want {
+			t.Errorf("memory_limit %s after a reload: the process reports %d, want %d", tc.value, got, tc.want)
+		}
+	}
+
+	env := baseEnv()
+	env["GOMEMLIMIT"] = fmt.Sprint(100 << 20)
+	d2 := startDaemon(t, writeConfig(t, t.TempDir(), with("256MiB")), env)
+	if got := memoryLimitMetric(t, d2); got != 100<<20 {
+		t.Errorf("GOMEMLIMIT 100 MiB with memory_limit 256MiB: the process reports %d", got)
+	}
+}
