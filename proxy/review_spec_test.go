@@ -232,3 +232,35 @@ func TestReviewHashesMatchAudit(t *testing.T) {
 	}
 	rh.shutdown()
 }
+
+// Reruns of one item at once that all fail again append every attempt,
+// numbered on without a repeat (the store numbers them in its
+// transaction; TestSQLiteStore proves the interleaving deterministically).
+func TestConcurrentRerunsNumberOn(t *testing.T) {
+	defer noLeaks(t)()
+	rh := newReviewHarness(t)
+	id := rh.needsReview(classifyReq)
+	const n = 4
+	done := make(chan int, n)
+	for range n {
+		go func() { done <- rh.call("POST", "/admin/reviews/"+id+"/rerun", ``, adminKey).Status }()
+	}
+	for range n {
+		if st := <-done; st != 200 {
+			t.Fatalf("rerun status %d", st)
+		}
+	}
+	it, err := rh.store.Get(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(it.Attempts) != 2+2*n {
+		t.Fatalf("%d attempts, want %d", len(it.Attempts), 2+2*n)
+	}
+	for i, a := range it.Attempts {
+		if a.Attempt != i+1 {
+			t.Fatalf("attempt %d numbered %d", i+1, a.Attempt)
+		}
+	}
+	rh.shutdown()
+}

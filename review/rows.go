@@ -122,7 +122,10 @@ func scanDeliveries(rs rows) ([]Delivery, error) {
 }
 
 // mergeAttempts appends atts to an item's stored attempts (cur, JSON) when
-// it is still pending, and gives the new JSON and the rules atts add.
+// it is still pending, and gives the new JSON and the rules atts add. The
+// appended attempts are numbered on from the stored ones, in the
+// transaction: callers number them from the item they read, and two
+// reruns that read it at once would otherwise both append attempt 3.
 func mergeAttempts(status, cur string, atts []Attempt) ([]byte, []string, error) {
 	if Status(status) != StatusPending {
 		return nil, nil, ErrAlreadyResolved
@@ -131,8 +134,18 @@ func mergeAttempts(status, cur string, atts []Attempt) ([]byte, []string, error)
 	if err := json.Unmarshal([]byte(cur), &old); err != nil {
 		return nil, nil, err
 	}
+	next := 1
+	for _, a := range old {
+		next = max(next, a.Attempt+1)
+	}
+	all := make([]Attempt, 0, len(old)+len(atts))
+	all = append(all, old...)
+	for i, a := range atts {
+		a.Attempt = next + i
+		all = append(all, a)
+	}
 	seen := map[string]bool{}
 	rulesOf(old, seen)
-	b, err := json.Marshal(append(old, atts...))
+	b, err := json.Marshal(all)
 	return b, rulesOf(atts, seen), err
 }

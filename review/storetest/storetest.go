@@ -296,6 +296,38 @@ var behaviours = []struct {
 			t.Fatalf("append unknown: %v", err)
 		}
 	}},
+	{"appended attempts continue the stored numbering, whatever the caller read", func(t *testing.T, s review.Store) {
+		// Two reruns that read the item at once both number their attempts
+		// 3 and 4; the second to land continues at 5, as a rerun that
+		// ends in a resolution does after them.
+		create(t, s, NewItem("r1", "a", base))
+		stale := func(out string) []review.Attempt {
+			return []review.Attempt{
+				{AttemptReport: review.AttemptReport{Attempt: 3, Violations: []contracts.Violation{}}, Output: out + "3"},
+				{AttemptReport: review.AttemptReport{Attempt: 4, Violations: []contracts.Violation{}}, Output: out + "4"},
+			}
+		}
+		_, err := s.AppendAttempts(ctx(), "r1", stale("a"))
+		must(t, err)
+		in := stale("b")
+		it, err := s.AppendAttempts(ctx(), "r1", in)
+		must(t, err)
+		if in[0].Attempt != 3 {
+			t.Fatal("the caller's attempts were changed")
+		}
+		r := approve(base)
+		r.Resolution.By = review.ByRerun
+		r.Attempts = stale("c")[:1]
+		it, err = s.Resolve(ctx(), "r1", r)
+		must(t, err)
+		var nums []int
+		var outs []string
+		for _, a := range it.Attempts {
+			nums, outs = append(nums, a.Attempt), append(outs, a.Output)
+		}
+		eq(t, "attempt numbers", nums, []int{1, 2, 3, 4, 5, 6, 7})
+		eq(t, "outputs in order", outs[2:], []string{"a3", "a4", "b3", "b4", "c3"})
+	}},
 	{"resolve with attempts appends them (rerun)", func(t *testing.T, s review.Store) {
 		create(t, s, NewItem("r1", "a", base))
 		r := approve(base)
