@@ -606,6 +606,10 @@ func (c *compiler) policies(path string, p Policies, schema map[string]any) []co
 			c.ps.add(at, "path %q cannot match anything the schema allows", ptr)
 			return false
 		}
+		if !pp.CanMatchStringInSchema(sdoc) {
+			c.ps.add(at, "path %q cannot match a string the schema allows (policies judge strings; for an array's items use %s/*)", ptr, strings.TrimSuffix(ptr, "/"))
+			return false
+		}
 		return true
 	}
 	add := func(at string, pol contracts.Policy, err error) {

@@ -35,6 +35,25 @@ func (p Path) CanMatchSchema(schema any) bool {
 	return m.match(schema, 0) != reachNo
 }
 
+// CanMatchStringInSchema is CanMatchSchema for a value that must be a
+// string: it is false also when every subschema the path reaches declares a
+// "type" without "string". Labels, evidence, questions and forbidden
+// patterns judge strings, so such a path (an array's own path where its
+// items were meant, "/tags" for "/tags/*", or an integer member) either
+// fails every output that has it or never judges anything. Like
+// CanMatchSchema it errs towards true: only "type" rules a string out
+// (const, enum and the rest never do).
+func (p Path) CanMatchStringInSchema(schema any) bool {
+	m := &schemaMatcher{
+		p:          p,
+		root:       schema,
+		memo:       map[memoKey]reach{},
+		re:         map[string]*regexp.Regexp{},
+		leafString: true,
+	}
+	return m.match(schema, 0) != reachNo
+}
+
 // reach is how a subschema relates to the rest of the path from some depth.
 // The order matters: disjunctions take the maximum, conjunctions fail on
 // reachNo and otherwise take the maximum too.
@@ -60,6 +79,9 @@ type schemaMatcher struct {
 	root any
 	memo map[memoKey]reach
 	re   map[string]*regexp.Regexp
+	// leafString: the value at the end of the path must be able to be a
+	// string (CanMatchStringInSchema).
+	leafString bool
 }
 
 func (m *schemaMatcher) match(node any, d int) reach {
@@ -75,7 +97,7 @@ func (m *schemaMatcher) match(node any, d int) reach {
 		}
 		return reachFree
 	}
-	if d == len(m.p.tokens) {
+	if d == len(m.p.tokens) && !m.leafString {
 		return reachYes
 	}
 	key := memoKey{reflect.ValueOf(n).Pointer(), d}
@@ -152,8 +174,16 @@ func (m *schemaMatcher) object(n map[string]any, d int) reach {
 	return r
 }
 
-// local judges the step by the node's own keywords.
+// local judges the step by the node's own keywords. Past the last step
+// (only with leafString) it judges whether the value can be a string; the
+// conjunctions and disjunctions in object combine that as for any step.
 func (m *schemaMatcher) local(n map[string]any, d int) reach {
+	if d == len(m.p.tokens) {
+		if allowsString(n["type"]) {
+			return reachYes
+		}
+		return reachNo
+	}
 	objOK, arrOK := allowsContainers(n["type"])
 	_, isIdx := contracts.PointerIndex(m.p.tokens[d])
 	r := reachNo
@@ -331,6 +361,18 @@ func (m *schemaMatcher) patternMatches(pat, s string) bool {
 }
 
 // allowsContainers reads "type": absent or malformed allows both.
+// allowsString reports whether a "type" value admits strings (no "type"
+// admits everything).
+func allowsString(t any) bool {
+	switch x := t.(type) {
+	case string:
+		return x == "string"
+	case []any:
+		return slices.Contains(x, any("string"))
+	}
+	return true
+}
+
 func allowsContainers(t any) (obj, arr bool) {
 	switch x := t.(type) {
 	case string:
