@@ -842,7 +842,38 @@ func (c *compiler) contractRoute(path string, d RouteDef, r *Route, used map[str
 		return
 	}
 	r.Prompt = prompt.Bind(contract.Schema.JSON())
+	c.evidenceSources(path, prompt, d.Contract)
 	c.renderExample(path, r)
+}
+
+// evidenceSources checks, for a route whose prompt has an input_schema,
+// that each evidence source of its contract can address a string in that
+// schema: a source that cannot (a typo, a number member) fails the evidence
+// of every request on the route. The contract alone cannot be checked, as
+// routes with different prompts may share it; a prompt without
+// input_schema has no input object to check against.
+func (c *compiler) evidenceSources(path string, prompt *contracts.Prompt, contract string) {
+	if prompt.InputSchema == nil {
+		return
+	}
+	for i, d := range c.p.File.Contracts {
+		if d.Name != contract {
+			continue
+		}
+		for j, e := range d.Policies.Evidence {
+			if e.Source == "" {
+				continue
+			}
+			sp, err := policy.ParsePath(e.Source)
+			if err != nil {
+				continue // the contract reports it
+			}
+			if !sp.CanMatchStringInSchema(prompt.InputSchema.Doc()) {
+				c.ps.add(join(path, "contract"), "evidence source %q (contracts[%d].policies.evidence[%d]) cannot match a string that prompt %q's input_schema allows",
+					e.Source, i, j, prompt.Name)
+			}
+		}
+	}
 }
 
 // reference resolves a contract route's prompt or contract by name,

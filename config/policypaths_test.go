@@ -20,3 +20,40 @@ func TestPolicyPathsMustReachAString(t *testing.T) {
 		t.Errorf("string paths refused: %q", got)
 	}
 }
+
+// An evidence source is a pointer into the input object: on a route whose
+// prompt has an input_schema, a source that schema cannot hold a string at
+// (a typo, a number member) would fail the evidence of every request, so
+// validate refuses the route. Without input_schema there is nothing to
+// check against.
+func TestEvidenceSourceMustReachAStringInTheInput(t *testing.T) {
+	cfg := func(source, schema string) string {
+		return `
+upstreams: [{name: up, base_url: "http://127.0.0.1:1/v1"}]
+prompts:
+  - name: p
+` + schema + `    system: "S"
+contracts:
+  - name: k
+    schema: {type: object, properties: {q: {type: string}}, additionalProperties: false}
+    policies: {evidence: [{path: /q, source: ` + source + `}]}
+routes: [{name: r, upstream: up, model: m, prompt: p, contract: k, temperature: 1}]
+`
+	}
+	const inSchema = "    input_schema: {type: object, properties: {body: {type: string}, n: {type: integer}}, additionalProperties: false}\n    example_input: {body: x}\n"
+	for _, tc := range []struct{ source, schema, want string }{
+		{"/body", inSchema, ""},
+		{"/bdy", inSchema, `routes[0].contract: evidence source "/bdy" (contracts[0].policies.evidence[0]) cannot match a string that prompt "p"'s input_schema allows`},
+		{"/n", inSchema, `evidence source "/n"`},
+		{"/bdy", "", ""}, // no input_schema: nothing to check against
+	} {
+		got := problemsOf(t, cfg(tc.source, tc.schema), nil)
+		if tc.want == "" {
+			if len(got) != 0 {
+				t.Errorf("source %s: problems %q", tc.source, got)
+			}
+			continue
+		}
+		wantProblem(t, got, tc.want)
+	}
+}
