@@ -6,7 +6,10 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -263,4 +266,53 @@ func TestConcurrentRerunsNumberOn(t *testing.T) {
 		}
 	}
 	rh.shutdown()
+}
+
+// The webhook never delays a client: with the receiver hanging on every
+// delivery, requests that end in needs_review (each enqueuing one) are
+// answered as fast as without a webhook.
+func TestWebhookNeverDelaysClient(t *testing.T) {
+	defer noLeaks(t)()
+	rh := newReviewHarness(t)
+	rh.q.Webhook = true
+	release := make(chan struct{})
+	var hits atomic.Int32
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+		w.WriteHeader(204)
+	}))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	wh := &Webhook{URL: hook.URL, Secret: []byte("s"), Backoff: time.Millisecond, Client: &http.Client{}}
+	go func() { rh.q.RunWebhook(ctx, wh); close(done) }()
+	stop := func() {
+		cancel()
+		<-done
+		close(release)
+		wh.Client.CloseIdleConnections()
+		hook.Close()
+		rh.shutdown()
+	}
+	rh.needsReview(classifyReq)
+	deadline := time.Now().Add(5 * time.Second)
+	for hits.Load() == 0 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if hits.Load() == 0 {
+		stop()
+		t.Fatal("the webhook was never called")
+	}
+	// The receiver now holds a delivery open; more 422s go out meanwhile.
+	for range 5 {
+		start := time.Now()
+		rh.needsReview(classifyReq)
+		if el := time.Since(start); el > time.Second {
+			t.Errorf("a needs_review answer took %v with the webhook receiver hanging", el)
+		}
+	}
+	stop()
 }
