@@ -31,6 +31,19 @@ func Load(path string) (*Runtime, error) {
 	return p.Compile()
 }
 
+// LoadOffline is Load for the tools that judge outputs and render requests
+// without serving (check, render, schema, replay of an audit file): the
+// server's secret variables (admin_keys_env, review.dsn_env,
+// review.webhook.secret_env, rate_limit.redis_url_env) may be unset, as
+// they are on a CI runner or a laptop; every other problem still counts.
+func LoadOffline(path string) (*Runtime, error) {
+	p, err := Parse(path)
+	if err != nil {
+		return nil, err
+	}
+	return p.compile(true)
+}
+
 // LoadBytes is Load for config text already in memory.
 func LoadBytes(path string, raw []byte) (*Runtime, error) {
 	p, err := ParseBytes(path, raw)
@@ -41,7 +54,9 @@ func LoadBytes(path string, raw []byte) (*Runtime, error) {
 }
 
 // Compile validates cross-references and builds the Runtime.
-func (p *Parsed) Compile() (*Runtime, error) {
+func (p *Parsed) Compile() (*Runtime, error) { return p.compile(false) }
+
+func (p *Parsed) compile(offline bool) (*Runtime, error) {
 	ps := &problems{file: p.Path, lines: p.lines}
 	f := p.File
 	sum := sha256.Sum256(p.Raw)
@@ -64,6 +79,9 @@ func (p *Parsed) Compile() (*Runtime, error) {
 	c.contracts()
 	c.routes()
 	_ = f
+	if !offline {
+		ps.errs = append(ps.errs, ps.env...)
+	}
 	if len(ps.errs) > 0 {
 		return nil, ps.error()
 	}
@@ -134,7 +152,7 @@ func (c *compiler) server() {
 		} else if e.key == "admin_keys_env" && e.v != "" && !c.hasEnv(e.v) {
 			// Fail closed: a named but empty admin key list must not open
 			// the admin endpoints to everyone.
-			c.ps.add("server.admin_keys_env", "environment variable %s is not set", e.v)
+			c.ps.addEnv("server.admin_keys_env", "environment variable %s is not set", e.v)
 		}
 	}
 	if s.RateLimit != nil {
@@ -253,9 +271,9 @@ func (c *compiler) rateLimit(rl RateLimit) *RateLimit {
 		case !envNameRE.MatchString(rl.RedisURLEnv):
 			c.ps.add(key, "%q is not an environment variable name", rl.RedisURLEnv)
 		case !c.hasEnv(rl.RedisURLEnv):
-			c.ps.add(key, "environment variable %s is not set", rl.RedisURLEnv)
+			c.ps.addEnv(key, "environment variable %s is not set", rl.RedisURLEnv)
 		case err != nil || (u.Scheme != "redis" && u.Scheme != "rediss" && u.Scheme != "unix"):
-			c.ps.add(key, "environment variable %s does not hold a redis://, rediss:// or unix:// URL", rl.RedisURLEnv)
+			c.ps.addEnv(key, "environment variable %s does not hold a redis://, rediss:// or unix:// URL", rl.RedisURLEnv)
 		}
 	default:
 		c.ps.add("server.rate_limit.store", "unknown store %q (memory, redis)", rl.Store)
@@ -304,7 +322,7 @@ func (c *compiler) review() {
 		case !envNameRE.MatchString(name):
 			c.ps.add(key, "%q is not an environment variable name", name)
 		case !c.hasEnv(name):
-			c.ps.add(key, "environment variable %s is not set", name)
+			c.ps.addEnv(key, "environment variable %s is not set", name)
 		}
 	}
 	switch out.Store {
@@ -328,7 +346,7 @@ func (c *compiler) review() {
 		envSet("review.dsn_env", out.DSNEnv)
 		if c.hasEnv(out.DSNEnv) && !looksLikeDSN(os.Getenv(out.DSNEnv)) {
 			// Never quote the value: it holds the database password.
-			c.ps.add("review.dsn_env", "environment variable %s does not hold a PostgreSQL DSN (postgres://… or key=value pairs)", out.DSNEnv)
+			c.ps.addEnv("review.dsn_env", "environment variable %s does not hold a PostgreSQL DSN (postgres://… or key=value pairs)", out.DSNEnv)
 		}
 		out.SpoolPath = filepath.Join(c.p.Dir, ReviewSpoolFile)
 	case ReviewNone:

@@ -52,6 +52,11 @@ type problems struct {
 	lines map[string]int
 	errs  []Problem
 	warns []Problem
+	// env are the server's secret variables that are unset or malformed
+	// (admin keys, review DSN, webhook secret, Redis URL): errors for
+	// serve and validate, and nothing to the offline tools, which never
+	// use them (LoadOffline), as an unset api_key_env is not.
+	env []Problem
 }
 
 // error is the problems found in file order (by line; on one line, in
@@ -78,6 +83,11 @@ func (ps *problems) line(path string) int {
 
 func (ps *problems) add(path, format string, args ...any) {
 	ps.errs = append(ps.errs, Problem{File: ps.file, Line: ps.line(path), Path: path, Message: fmt.Sprintf(format, args...)})
+}
+
+// addEnv records a problem with a server secret's environment variable.
+func (ps *problems) addEnv(path, format string, args ...any) {
+	ps.env = append(ps.env, Problem{File: ps.file, Line: ps.line(path), Path: path, Message: fmt.Sprintf(format, args...)})
 }
 
 func (ps *problems) warn(path, format string, args ...any) {

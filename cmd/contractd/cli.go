@@ -145,9 +145,11 @@ func printLoadError(w io.Writer, prefix string, err error) {
 }
 
 // loadForTool loads a config for check/render/schema: any problem is a
-// usage failure (exit 2) printed to stderr.
+// usage failure (exit 2) printed to stderr. The server's secret variables
+// (admin keys, review DSN, webhook secret, Redis URL) need not be set:
+// these tools never serve.
 func loadForTool(cmd, flagPath string, stderr io.Writer) (*config.Runtime, bool) {
-	rt, err := config.Load(config.Resolve(flagPath))
+	rt, err := config.LoadOffline(config.Resolve(flagPath))
 	if err != nil {
 		printLoadError(stderr, "contractd "+cmd+": ", err)
 		return nil, false

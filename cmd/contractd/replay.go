@@ -62,7 +62,13 @@ func cmdReplay(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		o.Since = t
 	}
 	path := config.Resolve(*cfg)
-	rt, err := config.Load(path)
+	// An audit file needs none of the server's secret variables; the
+	// review store needs its DSN, so --reviews loads as serve does.
+	load := config.LoadOffline
+	if *reviews {
+		load = config.Load
+	}
+	rt, err := load(path)
 	if err != nil {
 		// The validate messages, so the fix is the same as for validate.
 		printLoadError(stderr, "", fmt.Errorf("%s: %w", path, err))
