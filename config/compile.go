@@ -567,9 +567,9 @@ func (c *compiler) contracts() {
 			c.ps.add(join(path, "max_output_bytes"), "must be positive")
 		}
 		sdoc := s.Doc()
-		if props, ok := sdoc["properties"].(map[string]any); ok {
-			_, k.HasTextProperty = props["text"]
-		}
+		// lenient's {"text": "..."} wrapper is the output itself when the
+		// contract declares a top-level text, also through a root $ref.
+		k.HasTextProperty = policy.DeclaresProperty(sdoc, "text")
 		if t, _ := sdoc["type"].(string); t != "" && t != "object" {
 			c.ps.add(schemaPath, "a contract schema must describe an object (type %q can never be accepted)", t)
 		}

@@ -57,3 +57,32 @@ routes: [{name: r, upstream: up, model: m, prompt: p, contract: k, temperature: 
 		wantProblem(t, got, tc.want)
 	}
 }
+
+// lenient extraction unwraps {"text": "..."} only when the contract does not
+// itself declare a top-level text member; a root that is a $ref to a
+// definition (as zod-to-json-schema and others write schemas) declares what
+// the definition declares, so {"text": "hello"} is the output there, not a
+// wrapper around the non-JSON "hello".
+func TestLenientTextWrapperSeesThroughRootRef(t *testing.T) {
+	for name, tc := range map[string]struct {
+		schema string
+		valid  bool
+	}{
+		"properties":      {`{type: object, required: [text], properties: {text: {type: string}}, additionalProperties: false}`, true},
+		"root $ref":       {`{$ref: "#/definitions/Answer", definitions: {Answer: {type: object, required: [text], properties: {text: {type: string}}, additionalProperties: false}}}`, true},
+		"allOf":           {`{allOf: [{$ref: "#/$defs/A"}], $defs: {A: {type: object, required: [text], properties: {text: {type: string}}}}}`, true},
+		"not declared":    {`{type: object, properties: {answer: {type: string}}}`, false},
+		"ref not to text": {`{$ref: "#/$defs/A", $defs: {A: {type: object, properties: {answer: {type: string}}}}}`, false},
+	} {
+		t.Run(name, func(t *testing.T) {
+			rt, err := LoadBytes("c.yaml", []byte("contracts: [{name: k, extraction: lenient, schema: "+tc.schema+"}]\n"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			res := rt.Contracts["k"].Check(`{"text": "hello"}`, nil)
+			if res.Valid != tc.valid {
+				t.Errorf(`{"text": "hello"}: valid %v, want %v (%v)`, res.Valid, tc.valid, res.Violations)
+			}
+		})
+	}
+}

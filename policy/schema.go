@@ -54,6 +54,49 @@ func (p Path) CanMatchStringInSchema(schema any) bool {
 	return m.match(schema, 0) != reachNo
 }
 
+// DeclaresProperty reports whether schema declares the member name at its
+// top level: in its own "properties", or in those of a subschema applied to
+// the same instance (a local $ref, allOf, anyOf, oneOf, then, else). A root
+// that is only a $ref to a definition, as schema generators write it
+// ({"$ref": "#/definitions/Answer", ...}), declares what the definition
+// does.
+func DeclaresProperty(schema any, name string) bool {
+	m := &schemaMatcher{root: schema}
+	seen := map[uintptr]bool{}
+	var walk func(node any) bool
+	walk = func(node any) bool {
+		n, ok := node.(map[string]any)
+		if !ok {
+			return false
+		}
+		if k := reflect.ValueOf(n).Pointer(); seen[k] {
+			return false
+		} else {
+			seen[k] = true
+		}
+		if props, ok := n["properties"].(map[string]any); ok {
+			if _, ok := props[name]; ok {
+				return true
+			}
+		}
+		if ref, ok := n["$ref"].(string); ok {
+			if t, ok := m.resolve(ref); ok && walk(t) {
+				return true
+			}
+		}
+		for _, kw := range []string{"allOf", "anyOf", "oneOf"} {
+			bs, _ := n[kw].([]any)
+			for _, b := range bs {
+				if walk(b) {
+					return true
+				}
+			}
+		}
+		return walk(n["then"]) || walk(n["else"])
+	}
+	return walk(schema)
+}
+
 // reach is how a subschema relates to the rest of the path from some depth.
 // The order matters: disjunctions take the maximum, conjunctions fail on
 // reachNo and otherwise take the maximum too.
