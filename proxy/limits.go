@@ -354,7 +354,9 @@ func (s *Server) readBody(ctx context.Context, r *http.Request, limit, budgetLim
 		if r.Context().Err() != nil {
 			return nil, errClientClosed()
 		}
-		return nil, &APIError{Status: http.StatusGatewayTimeout, Type: typeServer, Code: CodeRequestTimeout,
+		// request_timeout ran out: 504 upstream_timeout, as wherever else
+		// the request's deadline passes.
+		return nil, &APIError{Status: http.StatusGatewayTimeout, Type: typeUpstream, Code: CodeUpstreamTimeout,
 			Message: "request_timeout passed waiting for room in max_inflight_bytes"}
 	}
 	// A read error cancels the request's context in net/http whatever its

@@ -3,10 +3,12 @@ package proxy
 import (
 	"bytes"
 	"compress/gzip"
+	"context"
 	"io"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/contractd/contractd/internal/testkit"
 )
@@ -61,5 +63,28 @@ func TestPassthroughResponsesRedactsErrorBodies(t *testing.T) {
 		if c.Path != "/v1/responses" {
 			t.Errorf("upstream path %q, want its /responses", c.Path)
 		}
+	}
+}
+
+// request_timeout running out is 504 upstream_error upstream_timeout,
+// wherever the request was waiting: here for room in max_inflight_bytes,
+// which the busy wait (1 s) would otherwise end in 503 server_busy.
+func TestRequestTimeoutWaitingForRoom(t *testing.T) {
+	h := newHarness(t, always(validAnswer), cfg{RequestTimeout: "300ms", ServerExtra: "  max_inflight_bytes: 4096"})
+	if err := h.srv.inflight.acquire(context.Background(), 4096, 4096); err != nil {
+		t.Fatal(err)
+	}
+	defer h.srv.inflight.release(4096)
+	start := time.Now()
+	r := h.post("", `{"model":"free","messages":[`+userHi+`]}`)
+	wantError(t, r, 504, "upstream_error", "upstream_timeout", nil)
+	if el := time.Since(start); el > 900*time.Millisecond {
+		t.Errorf("answered after %v: the busy wait, not request_timeout, ended it", el)
+	}
+	if ev := h.sink.waitEvent(t, r.Header.Get("X-Request-Id")); ev.Status != 504 || ev.ErrorCode != "upstream_timeout" {
+		t.Errorf("audit status %d code %q", ev.Status, ev.ErrorCode)
+	}
+	if h.up.Hits() != 0 {
+		t.Errorf("upstream called %d times", h.up.Hits())
 	}
 }
