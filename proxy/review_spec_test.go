@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -315,4 +316,32 @@ func TestWebhookNeverDelaysClient(t *testing.T) {
 		}
 	}
 	stop()
+}
+
+// GET /admin/reviews without limit answers 50 items and a cursor to the
+// rest; limit=500, the most, answers them all.
+func TestListDefaultLimit(t *testing.T) {
+	defer noLeaks(t)()
+	rh := newReviewHarness(t)
+	base := time.Now().Add(-time.Hour)
+	for i := range 51 {
+		it := storetest.NewItem(fmt.Sprintf("item-%02d", i), "classify", base.Add(time.Duration(i)*time.Second))
+		if _, err := rh.store.Create(context.Background(), it, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := rh.call("GET", "/admin/reviews", "", adminKey)
+	items, _ := r.JSON["items"].([]any)
+	if r.Status != 200 || len(items) != 50 || r.JSON["next_cursor"] == nil || items[0].(map[string]any)["id"] != "item-50" {
+		t.Fatalf("default page: %d, %d items, next_cursor %v", r.Status, len(items), r.JSON["next_cursor"])
+	}
+	r = rh.call("GET", "/admin/reviews?cursor="+r.JSON["next_cursor"].(string), "", adminKey)
+	if items, _ := r.JSON["items"].([]any); len(items) != 1 || items[0].(map[string]any)["id"] != "item-00" || r.JSON["next_cursor"] != nil {
+		t.Fatalf("second page: %s", r.Body)
+	}
+	r = rh.call("GET", "/admin/reviews?limit=500", "", adminKey)
+	if items, _ := r.JSON["items"].([]any); len(items) != 51 || r.JSON["next_cursor"] != nil {
+		t.Fatalf("limit=500: %d items, next_cursor %v", len(items), r.JSON["next_cursor"])
+	}
+	rh.shutdown()
 }
