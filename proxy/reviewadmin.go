@@ -483,12 +483,27 @@ func (s *Server) adminCheck(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
-	if route != nil && subj.HasLastUser {
-		data := contracts.TemplateData{Input: subj.LastUser, Messages: []contracts.Message{{Role: "user", Content: subj.LastUser}}}
-		if route.Prompt.InputSchema != nil {
+	if route != nil {
+		// As `contractd check --route`: the prompt rendered with the input,
+		// or without one with the prompt's example_input (which evidence
+		// sources then point into), so prompt_leak is judged either way.
+		p := route.Prompt
+		var data contracts.TemplateData
+		switch {
+		case subj.HasLastUser && p.InputSchema != nil:
 			data.Input = subj.Input
+		case subj.HasLastUser:
+			data.Input = subj.LastUser
+		case p.InputSchema != nil:
+			data.Input, subj.Input = p.ExampleInput, p.ExampleInput
+		default:
+			s, _ := p.ExampleInput.(string)
+			data.Input = s
 		}
-		if sys, err := route.Prompt.RenderSystem(data); err == nil {
+		if subj.HasLastUser {
+			data.Messages = []contracts.Message{{Role: "user", Content: subj.LastUser}}
+		}
+		if sys, err := p.RenderSystem(data); err == nil {
 			subj.SystemPrompt = sys
 		}
 	}
