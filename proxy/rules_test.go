@@ -23,6 +23,7 @@ server: {api_keys_env: CONTRACTD_TEST_CLIENT_KEYS}
 audit: {sink: none}
 upstreams:
   - {name: up, base_url: @UP@, api_key_env: CONTRACTD_TEST_UPSTREAM_KEY, timeout: 1s, max_retries: 1}
+  - {name: nokey, base_url: @UP@, timeout: 1s, max_retries: 0}   # a local model: no api_key_env
 prompts:
   - name: free
     system: "Answer as JSON."
@@ -39,6 +40,8 @@ routes:
   - {name: quote, upstream: up, model: m, prompt: free, contract: quote, temperature: 0.5}
   - {name: budgeted, upstream: up, model: m, prompt: free, contract: quote, temperature: 0.5,
      max_output_tokens: 10, budget: {max_total_tokens: 100000}}
+  - {name: raw-nokey, upstream: nokey, model: local-model, passthrough: true}
+  - {name: quote-nokey, upstream: nokey, model: local-model, prompt: free, contract: quote, temperature: 0.5}
   - name: three
     upstream: up
     model: m
@@ -324,5 +327,34 @@ func TestAdminKeyRule(t *testing.T) {
 				t.Errorf("listen, client key: status %d, want %d: %s", r.Status, want, r.Body)
 			}
 		})
+	}
+}
+
+// Passthrough routes replace the client's Authorization header with the
+// upstream's key; an upstream without api_key_env (a local model) gets no
+// Authorization at all, never the client's contractd key. Contract routes
+// the same.
+func TestKeylessUpstreamGetsNoClientKey(t *testing.T) {
+	h := rulesHarness(t, always(`{"quote":"hi"}`), nil)
+	for _, route := range []string{"raw-nokey", "quote-nokey"} {
+		before := len(h.up.Calls())
+		r := h.post("", `{"model":"`+route+`","messages":[{"role":"user","content":"hi"}]}`)
+		if r.Status != 200 {
+			t.Fatalf("%s: status %d: %s", route, r.Status, r.Body)
+		}
+		calls := h.up.Calls()[before:]
+		if len(calls) != 1 {
+			t.Fatalf("%s: upstream hits %d, want 1", route, len(calls))
+		}
+		if got := calls[0].Header.Values("Authorization"); len(got) != 0 {
+			t.Errorf("%s: a keyless upstream got Authorization %q", route, got)
+		}
+		for k, vs := range calls[0].Header {
+			for _, v := range vs {
+				if strings.Contains(v, clientKey) {
+					t.Errorf("%s: the client key reached the upstream in %s", route, k)
+				}
+			}
+		}
 	}
 }
