@@ -401,8 +401,11 @@ func (c *compiler) upstreams() {
 		switch {
 		case u.BaseURL == "":
 			c.ps.add(join(path, "base_url"), "base_url is required")
-		case err != nil || (pu.Scheme != "http" && pu.Scheme != "https") || pu.Host == "":
-			c.ps.add(join(path, "base_url"), "base_url must be an http(s) URL, got %q", u.BaseURL)
+		case err != nil:
+			// Not quoted: the text may hold a password (user:pw@host).
+			c.ps.add(join(path, "base_url"), "base_url must be an http(s) URL")
+		case (pu.Scheme != "http" && pu.Scheme != "https") || pu.Host == "":
+			c.ps.add(join(path, "base_url"), "base_url must be an http(s) URL, got %q", pu.Redacted())
 		case pu.User != nil:
 			c.ps.add(join(path, "base_url"), "base_url must not carry credentials; use api_key_env")
 		}
