@@ -136,6 +136,28 @@ func TestRequestErrors(t *testing.T) {
 	}
 }
 
+// The 404's message says what is wrong with the model member: a missing,
+// empty or non-string model is not a route named "".
+func TestUnknownRouteMessages(t *testing.T) {
+	h := newHarness(t, always(validAnswer), cfg{})
+	for _, tc := range []struct{ name, path, body, want string }{
+		{"no model", "", `{"messages":[` + userHi + `]}`, "model must name a route (a non-empty string); GET /v1/models lists the routes"},
+		{"model a number", "", `{"model":5,"messages":[` + userHi + `]}`, "model must name a route (a non-empty string); GET /v1/models lists the routes"},
+		{"model empty", "", `{"model":"","messages":[` + userHi + `]}`, "model must name a route (a non-empty string); GET /v1/models lists the routes"},
+		{"unknown name", "", `{"model":"nope","messages":[` + userHi + `]}`, `unknown route "nope"; GET /v1/models lists the routes`},
+		{"responses, no model", "/v1/responses", `{"input":"hi"}`, "model must name a route (a non-empty string); GET /v1/models lists the routes"},
+		{"unknown path", "/r/nope/v1/chat/completions", `{"messages":[` + userHi + `]}`, `unknown route "nope"; GET /v1/models lists the routes`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := h.post(tc.path, tc.body)
+			wantError(t, r, 404, "invalid_request_error", "model_not_found", sp("model"))
+			if got, _ := r.errorObj()["message"].(string); got != tc.want {
+				t.Errorf("message %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
 // A body without Content-Length over max_body_bytes is cut off at the limit.
 func TestRequestTooLargeChunked(t *testing.T) {
 	h := newHarness(t, always(validAnswer), cfg{MaxBody: 4096})

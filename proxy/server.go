@@ -415,7 +415,13 @@ func (s *Server) serveRoute(w http.ResponseWriter, r *http.Request, e *edge, pat
 	if route == nil || badPath {
 		// Unknown names are client-chosen: bound what reaches the audit and logs.
 		x.ev.Route = truncate(name, 128)
-		x.fail(ctx, w, unknownRoute(name), audit.OutcomeRejected)
+		aerr := unknownRoute(name)
+		if name == "" && pathName == "" && !badPath {
+			// Missing, empty or not a string: `unknown route ""` would
+			// read as a route with an empty name.
+			aerr.Message = "model must name a route (a non-empty string); GET /v1/models lists the routes"
+		}
+		x.fail(ctx, w, aerr, audit.OutcomeRejected)
 		return
 	}
 	if route.Passthrough {
