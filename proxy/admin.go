@@ -9,7 +9,13 @@ import (
 )
 
 // reviewPage is the reviewer page; it holds no data, so it needs no key.
-var reviewPage = web.Handler()
+// What it does not serve, another method included, is 404 not_found in
+// the error envelope, as on every other path of the server.
+var reviewPage = web.Handler(func(w http.ResponseWriter, r *http.Request, _ int) {
+	w.Header().Del("Allow")
+	writeError(w, &APIError{Status: http.StatusNotFound, Type: typeInvalidRequest, Code: CodeNotFound,
+		Message: "no such endpoint: " + r.Method + " " + quoteForMessage(r.URL.Path)})
+})
 
 // Admin serves /healthz, /readyz, /metrics and the reviewer page
 // (/review/, no key: it holds no data). Ready turns false while
@@ -40,7 +46,7 @@ func (a *Admin) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 	case "/metrics":
 		if a.Metrics == nil {
-			http.NotFound(w, r)
+			writeError(w, &APIError{Status: http.StatusNotFound, Type: typeInvalidRequest, Code: CodeNotFound, Message: "no such endpoint: metrics are not served"})
 			return
 		}
 		a.Metrics.ServeHTTP(w, r)

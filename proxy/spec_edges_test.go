@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -86,5 +88,47 @@ func TestRequestTimeoutWaitingForRoom(t *testing.T) {
 	}
 	if h.up.Hits() != 0 {
 		t.Errorf("upstream called %d times", h.up.Hits())
+	}
+}
+
+// The reviewer page's paths answer what they do not serve in the error
+// envelope, 404 not_found with an X-Request-Id, as every other path does;
+// so does /metrics on a server without metrics.
+func TestAdminPathsErrorEnvelope(t *testing.T) {
+	admin := httptest.NewServer(&Admin{})
+	defer admin.Close()
+	for _, tc := range []struct{ method, path string }{
+		{"GET", "/review/nope.js"},
+		{"GET", "/review/assets/app.js"},
+		{"POST", "/review/"},
+		{"DELETE", "/review/app.js"},
+		{"GET", "/metrics"},
+	} {
+		req, _ := http.NewRequest(tc.method, admin.URL+tc.path, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		var env struct {
+			Error struct {
+				Type, Code string
+				Param      *string
+			}
+		}
+		if resp.StatusCode != 404 || resp.Header.Get("Content-Type") != "application/json" || json.Unmarshal(b, &env) != nil ||
+			env.Error.Type != "invalid_request_error" || env.Error.Code != "not_found" || !strings.HasPrefix(resp.Header.Get("X-Request-Id"), "req_") {
+			t.Errorf("%s %s: %d %q %s", tc.method, tc.path, resp.StatusCode, resp.Header.Get("Content-Type"), b)
+		}
+	}
+	// What the page serves is unchanged.
+	resp, err := http.Get(admin.URL + "/review/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/html") {
+		t.Errorf("/review/: %d %q", resp.StatusCode, resp.Header.Get("Content-Type"))
 	}
 }

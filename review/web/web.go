@@ -31,12 +31,19 @@ var types = map[string]string{
 }
 
 // Handler serves the page and its assets under Prefix (GET and HEAD);
-// "/review" redirects to "/review/".
-func Handler() http.Handler {
+// "/review" redirects to "/review/". fail answers what it does not serve
+// (status 404, or 405 with Allow set), so the server's own error envelope
+// covers the page's paths too; nil answers in plain text.
+func Handler(fail func(w http.ResponseWriter, r *http.Request, status int)) http.Handler {
+	if fail == nil {
+		fail = func(w http.ResponseWriter, r *http.Request, status int) {
+			http.Error(w, strings.ToLower(http.StatusText(status)), status)
+		}
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			w.Header().Set("Allow", "GET, HEAD")
-			http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+			fail(w, r, http.StatusMethodNotAllowed)
 			return
 		}
 		if r.URL.Path == strings.TrimSuffix(Prefix, "/") {
@@ -45,7 +52,7 @@ func Handler() http.Handler {
 		}
 		name, ok := strings.CutPrefix(r.URL.Path, Prefix)
 		if !ok {
-			http.NotFound(w, r)
+			fail(w, r, http.StatusNotFound)
 			return
 		}
 		if name == "" {
@@ -54,7 +61,7 @@ func Handler() http.Handler {
 		ctype := types[path.Ext(name)]
 		b, err := assets.ReadFile("assets/" + name)
 		if ctype == "" || strings.Contains(name, "/") || err != nil {
-			http.NotFound(w, r)
+			fail(w, r, http.StatusNotFound)
 			return
 		}
 		h := w.Header()

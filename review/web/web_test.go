@@ -9,7 +9,7 @@ import (
 )
 
 func TestHandler(t *testing.T) {
-	h := Handler()
+	h := Handler(nil)
 	for _, tc := range []struct {
 		method, path string
 		status       int
@@ -74,4 +74,4 @@ func TestAssetsKeepToTheCSP(t *testing.T) {
 	}
 }
 
-var _ http.Handler = Handler()
+var _ http.Handler = Handler(nil)
