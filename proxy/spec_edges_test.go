@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -130,5 +131,38 @@ func TestAdminPathsErrorEnvelope(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/html") {
 		t.Errorf("/review/: %d %q", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+}
+
+// An upstream reply counts in max_inflight_bytes while it is held: with
+// the budget nearly full of other bodies, a contract route's reply that
+// does not fit waits up to a second, then the request gets 503
+// server_busy with Retry-After: 1; with room, the same request succeeds.
+func TestUpstreamReplyCountsInInflight(t *testing.T) {
+	reply := completion(`{"answer":"`+strings.Repeat("a", 6000)+`"}`, "stop", 10, 5)
+	h := newHarness(t, func(w http.ResponseWriter, r *http.Request, c *upCall) {
+		// A known size: the reply is held at exactly its length.
+		w.Header().Set("Content-Length", strconv.Itoa(len(reply)))
+		testkit.Reply(w, 200, reply)
+	}, cfg{ServerExtra: "  max_inflight_bytes: 8192"})
+	const held = 4096 // another request's body, say
+	if err := h.srv.inflight.acquire(context.Background(), held, 8192); err != nil {
+		t.Fatal(err)
+	}
+	body := `{"model":"free","messages":[` + userHi + `]}`
+	r := h.post("", body)
+	wantError(t, r, 503, "server_error", "server_busy", nil)
+	if r.Header.Get("Retry-After") != "1" {
+		t.Errorf("Retry-After %q", r.Header.Get("Retry-After"))
+	}
+	if h.up.Hits() != 1 {
+		t.Errorf("upstream hits %d: a reply refused for room is not retried", h.up.Hits())
+	}
+	h.srv.inflight.release(held)
+	if r := h.post("", body); r.Status != 200 {
+		t.Fatalf("with room: %d %s", r.Status, r.Body)
+	}
+	if st := h.srv.LimitStats(); st.InflightBytes != 0 {
+		t.Errorf("%d bytes still held after both requests", st.InflightBytes)
 	}
 }
