@@ -407,8 +407,10 @@ func (bg *budget) read(ctx context.Context, rd io.Reader, size, limit, budgetLim
 		return b, nil
 	}
 	// Unknown size: start small and double, up to limit; at limit, one
-	// more byte tells errTooLarge.
-	first := min(limit, 32<<10)
+	// more byte tells errTooLarge. The first hold is at most half the
+	// budget: a budget under 32 KiB would otherwise refuse every chunked
+	// (or gunzipped) upstream reply held beside its request's body.
+	first := min(limit, 32<<10, max(budgetLimit/2, 1))
 	if err := hold(first); err != nil {
 		return nil, err
 	}

@@ -166,3 +166,24 @@ func TestUpstreamReplyCountsInInflight(t *testing.T) {
 		t.Errorf("%d bytes still held after both requests", st.InflightBytes)
 	}
 }
+
+// A budget smaller than the 32 KiB a reply of unknown size is first held
+// at still serves contract routes: the first hold is cut to the budget's
+// half, so a small chunked (or transparently gunzipped) reply fits beside
+// the request's body.
+func TestSmallInflightBudgetServesChunkedReplies(t *testing.T) {
+	h := newHarness(t, func(w http.ResponseWriter, r *http.Request, c *upCall) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(200)
+		w.(http.Flusher).Flush() // no Content-Length: the size is unknown
+		_, _ = w.Write(completion(validAnswer, "stop", 10, 5))
+	}, cfg{ServerExtra: "  max_inflight_bytes: 16384"})
+	start := time.Now()
+	r := h.post("", `{"model":"free","messages":[`+userHi+`]}`)
+	if r.Status != 200 {
+		t.Fatalf("max_inflight_bytes 16384: %d %s", r.Status, r.Body)
+	}
+	if el := time.Since(start); el > 900*time.Millisecond {
+		t.Errorf("took %v: the reply waited for room it should have had", el)
+	}
+}
