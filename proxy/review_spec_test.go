@@ -345,3 +345,31 @@ func TestListDefaultLimit(t *testing.T) {
 	}
 	rh.shutdown()
 }
+
+// A wait longer than the 60 s cap is taken (cut to the cap), not refused:
+// the poll holds and returns as soon as the item is resolved.
+func TestReviewWaitOverCapIsCut(t *testing.T) {
+	defer noLeaks(t)()
+	rh := newReviewHarness(t)
+	id := rh.needsReview(classifyReq)
+	done := make(chan *result)
+	go func() { done <- rh.call("GET", "/v1/reviews/"+id+"?wait=24h", "", clientKey) }()
+	for rh.q.Notifier.(*review.Hub).Waiting() == 0 {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if r := rh.call("POST", "/admin/reviews/"+id+"/reject", `{"reviewer":"ann"}`, adminKey); r.Status != 200 {
+		t.Fatalf("reject %d %s", r.Status, r.Body)
+	}
+	select {
+	case r := <-done:
+		if r.Status != 200 || r.JSON["status"] != "rejected" {
+			t.Fatalf("%d %s", r.Status, r.Body)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the wait did not end on the resolution")
+	}
+	if MaxReviewWait != 60*time.Second {
+		t.Errorf("MaxReviewWait %v, want the 60 s the API promises", MaxReviewWait)
+	}
+	rh.shutdown()
+}
