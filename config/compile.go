@@ -153,6 +153,8 @@ func (c *compiler) server() {
 			// Fail closed: a named but empty admin key list must not open
 			// the admin endpoints to everyone.
 			c.ps.addEnv("server.admin_keys_env", "environment variable %s is not set", e.v)
+		} else if e.key == "admin_keys_env" && e.v != "" && !holdsKey(os.Getenv(e.v)) {
+			c.ps.addEnv("server.admin_keys_env", "environment variable %s holds no key (comma-separated keys)", e.v)
 		}
 	}
 	if s.RateLimit != nil {
@@ -380,6 +382,16 @@ func (c *compiler) review() {
 		out.Webhook = &WebhookSettings{URL: w.URL, SecretEnv: w.SecretEnv}
 	}
 	c.rt.Review = out
+}
+
+// holdsKey reports whether a comma-separated key list holds a key.
+func holdsKey(list string) bool {
+	for k := range strings.SplitSeq(list, ",") {
+		if strings.TrimSpace(k) != "" {
+			return true
+		}
+	}
+	return false
 }
 
 // hasEnv reports whether an environment variable is set (and not empty).

@@ -38,11 +38,12 @@ func TestReviewProblems(t *testing.T) {
 		{"webhook needs a store", base + "review: {store: none, webhook: {url: \"http://127.0.0.1:1/h\", secret_env: CONTRACTD_TEST_SECRET}}\n", `review.webhook: webhook needs a store`},
 		{"admin_keys_env bad name", "server: {admin_keys_env: \"not a name\"}\n" + base, `server.admin_keys_env: "not a name" is not an environment variable name`},
 		{"admin_keys_env unset", "server: {admin_keys_env: NOPE_ADMIN_UNSET}\n" + base, `server.admin_keys_env: environment variable NOPE_ADMIN_UNSET is not set`},
+		{"admin_keys_env holds no key", "server: {admin_keys_env: CONTRACTD_TEST_BLANK_KEYS}\n" + base, `server.admin_keys_env: environment variable CONTRACTD_TEST_BLANK_KEYS holds no key`},
 		{"unknown server key", "server: {admin_keys: X}\n" + base, `server.admin_keys: unknown key "admin_keys"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := problemsOf(t, tt.yaml, map[string]string{"CONTRACTD_TEST_SECRET": "s", "CONTRACTD_TEST_MYSQL": "mysql://u:pw@h/db"})
+			got := problemsOf(t, tt.yaml, map[string]string{"CONTRACTD_TEST_SECRET": "s", "CONTRACTD_TEST_MYSQL": "mysql://u:pw@h/db", "CONTRACTD_TEST_BLANK_KEYS": " , "})
 			wantNoSecret(t, got, "pw-not-echoed")
 			wantProblem(t, got, tt.want)
 		})

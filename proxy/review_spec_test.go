@@ -373,3 +373,31 @@ func TestReviewWaitOverCapIsCut(t *testing.T) {
 	}
 	rh.shutdown()
 }
+
+// Named admin keys fail closed: when the variable holds no key (only
+// commas and spaces; config refuses it, this is the server's own guard)
+// the admin endpoints let nobody in, on the admin listener and on listen.
+func TestAdminKeysNamedButEmptyFailClosed(t *testing.T) {
+	defer noLeaks(t)()
+	rh := newReviewHarness(t)
+	env := rh.srv.Env
+	rh.srv.Env = func(name string) string {
+		if name == "CONTRACTD_TEST_ADMIN_KEYS" {
+			return " , "
+		}
+		return env(name)
+	}
+	rh.srv.Swap(rh.srv.Runtime())
+	adminOnly := httptest.NewServer(rh.srv.AdminGate(&Admin{Reviews: rh.srv.ReviewAdmin()}, false))
+	defer adminOnly.Close()
+	for _, base := range []string{adminOnly.URL, rh.front.URL} {
+		for _, key := range []string{"", adminKey, clientKey, " "} {
+			r := send(t, rh.client, "GET", base+"/admin/reviews", "", key)
+			if r.Status != 401 {
+				t.Errorf("%s with key %q: %d, want 401", base, key, r.Status)
+			}
+		}
+	}
+	rh.client.CloseIdleConnections()
+	rh.shutdown()
+}

@@ -31,7 +31,10 @@ func (s *Server) AdminGate(h http.Handler, onListen bool) http.Handler {
 		w.Header().Set("X-Request-Id", newRequestID())
 		st := s.state.Load()
 		switch {
-		case len(st.adminKeys) > 0:
+		case len(st.adminKeys) > 0 || st.rt.Server.AdminKeysEnv != "":
+			// Named admin keys fail closed: a variable that holds no key
+			// (config refuses it; the environment is read again here)
+			// lets nobody in rather than everybody.
 			sum := sha256.Sum256([]byte(bearerToken(r)))
 			ok := 0
 			for _, k := range st.adminKeys {
