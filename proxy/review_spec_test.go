@@ -401,3 +401,26 @@ func TestAdminKeysNamedButEmptyFailClosed(t *testing.T) {
 	rh.client.CloseIdleConnections()
 	rh.shutdown()
 }
+
+// ?wait= holds the poll for as long as asked (up to the cap) whatever
+// request_timeout is: the poll's write deadline follows the wait, so a
+// wait longer than request_timeout plus the write grace still answers.
+func TestReviewWaitOutlivesRequestTimeout(t *testing.T) {
+	defer noLeaks(t)()
+	rh := newReviewHarness(t)
+	rt := *rh.srv.Runtime()
+	rt.Server.RequestTimeout = 300 * time.Millisecond
+	rh.srv.Swap(&rt)
+	rh.srv.WriteGrace = 100 * time.Millisecond
+	id := rh.needsReview(classifyReq)
+	start := time.Now()
+	// send fails the test when the connection breaks before an answer.
+	r := rh.call("GET", "/v1/reviews/"+id+"?wait=1500ms", "", clientKey)
+	if r.Status != 200 || r.JSON["status"] != "pending" {
+		t.Fatalf("after %v: status %d body %s", time.Since(start), r.Status, r.Body)
+	}
+	if el := time.Since(start); el < 1400*time.Millisecond {
+		t.Errorf("answered after %v, before the wait ended", el)
+	}
+	rh.shutdown()
+}

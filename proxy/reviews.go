@@ -301,6 +301,13 @@ func (s *Server) getReview(w http.ResponseWriter, r *http.Request) {
 	}
 	it, err := q.get(r.Context(), id)
 	if err == nil && it.Status == review.StatusPending && wait > 0 && it.KeyID == kid {
+		// The answer may come later than request_timeout allows a
+		// response: its write deadline follows the wait instead.
+		grace := s.WriteGrace
+		if grace <= 0 {
+			grace = DefaultWriteGrace
+		}
+		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(wait + grace))
 		// Subscribe, then look again, so a resolution in between is seen.
 		ch, cancel := q.Notifier.Subscribe(id)
 		if it, err = q.get(r.Context(), id); err == nil && it.Status == review.StatusPending {
