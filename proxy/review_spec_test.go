@@ -424,3 +424,51 @@ func TestReviewWaitOutlivesRequestTimeout(t *testing.T) {
 	}
 	rh.shutdown()
 }
+
+// slowExport is a store whose export takes its time per item, as a large
+// store's does.
+type slowExport struct {
+	review.Store
+	per time.Duration
+}
+
+func (s *slowExport) Export(ctx context.Context, f review.ExportFilter, fn func(*review.Item) error) error {
+	return s.Store.Export(ctx, f, func(it *review.Item) error {
+		time.Sleep(s.per)
+		return fn(it)
+	})
+}
+
+// The export streams for as long as it has items: an export that takes
+// longer than request_timeout plus the write grace is not cut off, as long
+// as it keeps writing.
+func TestExportOutlivesRequestTimeout(t *testing.T) {
+	defer noLeaks(t)()
+	rh := newReviewHarness(t)
+	ctx := context.Background()
+	const n = 150
+	base := time.Now().Add(-time.Hour)
+	for i := range n {
+		it := storetest.NewItem(fmt.Sprintf("exp-%03d", i), "classify", base)
+		if _, err := rh.store.Create(ctx, it, false); err != nil {
+			t.Fatal(err)
+		}
+		res := review.Resolve{Status: review.StatusApproved, At: base.Add(time.Duration(i) * time.Millisecond),
+			Resolution: review.Resolution{By: review.ByReviewer, Reviewer: "ann", Output: json.RawMessage(`{"ok":true}`)}}
+		if _, err := rh.store.Resolve(ctx, it.ID, res); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rh.store.Store = &slowExport{Store: rh.store.Store, per: 5 * time.Millisecond} // 750 ms in all
+	rt := *rh.srv.Runtime()
+	rt.Server.RequestTimeout = 100 * time.Millisecond
+	rh.srv.Swap(&rt)
+	rh.srv.WriteGrace = 200 * time.Millisecond
+	r := rh.call("GET", "/admin/reviews/export?status=approved", "", adminKey)
+	lines := strings.Split(strings.TrimSpace(string(r.Body)), "\n")
+	if r.Status != 200 || len(lines) != n {
+		t.Fatalf("status %d, %d lines of %d", r.Status, len(lines), n)
+	}
+	rh.store.Store = rh.store.Store.(*slowExport).Store
+	rh.shutdown()
+}

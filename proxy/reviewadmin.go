@@ -193,8 +193,22 @@ func (s *Server) exportReviews(w http.ResponseWriter, r *http.Request) {
 	bw := bufio.NewWriter(w)
 	enc := json.NewEncoder(bw)
 	enc.SetEscapeHTML(false)
+	// The stream lasts as long as the store has items, which can be longer
+	// than request_timeout allows a response: the write deadline moves on
+	// while items keep coming, so only a client that stops reading for
+	// the write grace cuts it (it cut large exports short, silently).
+	rc := http.NewResponseController(w)
+	grace := s.WriteGrace
+	if grace <= 0 {
+		grace = DefaultWriteGrace
+	}
+	var extended time.Time
 	n := 0
 	err := st.Export(r.Context(), f, func(it *review.Item) error {
+		if now := time.Now(); now.Sub(extended) > grace/4 {
+			_ = rc.SetWriteDeadline(now.Add(grace))
+			extended = now
+		}
 		var out json.RawMessage = json.RawMessage("null")
 		if it.Resolution != nil && len(it.Resolution.Output) > 0 {
 			out = it.Resolution.Output
@@ -206,7 +220,7 @@ func (s *Server) exportReviews(w http.ResponseWriter, r *http.Request) {
 			if err := bw.Flush(); err != nil {
 				return err
 			}
-			http.NewResponseController(w).Flush()
+			_ = rc.Flush()
 		}
 		return nil
 	})
