@@ -303,8 +303,8 @@ func (s *Server) passthrough(ctx context.Context, cancel context.CancelFunc, w h
 	}
 }
 
-// maxErrorBody bounds what is read of a relayed upstream error body; the
-// rest is dropped (error bodies are short; this is not the reply budget).
+// maxErrorBody bounds what is relayed of an upstream error body; the rest
+// is dropped (error bodies are short; this is not the reply budget).
 const maxErrorBody = 1 << 20
 
 // redactBody replaces resp's body by its redacted text: each key given and
@@ -329,13 +329,28 @@ func redactBody(resp *http.Response, keys ...string) error {
 			Message: "upstream error body withheld: it could not be checked for secrets (Content-Encoding " + enc + ")"}}))
 		resp.Header.Set("Content-Type", "application/json")
 	}
-	b, err := io.ReadAll(io.LimitReader(src, maxErrorBody))
+	// A key across the read limit would be cut before the redaction could
+	// match it: read on by the longest key, redact, then drop as many
+	// bytes from the end of a cut body, which takes any such piece along.
+	slack := 0
+	for _, k := range keys {
+		slack = max(slack, len(k))
+	}
+	limit := maxErrorBody + slack
+	b, err := io.ReadAll(io.LimitReader(src, int64(limit)+1))
 	if err != nil && len(b) == 0 {
 		return err
+	}
+	cut := len(b) > limit
+	if cut {
+		b = b[:limit]
 	}
 	msg := string(b)
 	for _, k := range keys {
 		msg = redact(msg, k)
+	}
+	if cut {
+		msg = msg[:max(0, len(msg)-slack)]
 	}
 	resp.Header.Del("Content-Encoding")
 	resp.Body = io.NopCloser(strings.NewReader(msg))

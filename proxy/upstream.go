@@ -216,7 +216,7 @@ func (c *Caller) once(ctx context.Context, u *config.Upstream, body *upstreamBod
 			return nil, transportError(err, cctx), 0
 		}
 		ra, hasRA := retryAfter(resp.Header)
-		return nil, &UpstreamError{Status: resp.StatusCode, Reason: redact(upstreamMessage(data, resp.StatusCode), c.Keys(u)),
+		return nil, &UpstreamError{Status: resp.StatusCode, Reason: upstreamMessage(data, resp.StatusCode, c.Keys(u)),
 			RetryAfter: ra, HasRetryAfter: hasRA}, ra
 	}
 	// The reply is read once into a pooled buffer held in the in-flight
@@ -262,22 +262,24 @@ func transportError(err error, ctx context.Context) *UpstreamError {
 }
 
 // upstreamMessage extracts the upstream's error message for the client,
-// bounded; it never includes request content or keys.
-func upstreamMessage(data []byte, status int) string {
+// redacted (key is the upstream's own) and then bounded: cut first, a key
+// across the cut would lose the end that makes it match and keep the
+// rest. It never includes request content or keys.
+func upstreamMessage(data []byte, status int, key string) string {
 	var e struct {
 		Error struct {
 			Message string `json:"message"`
 		} `json:"error"`
 	}
 	if json.Unmarshal(data, &e) == nil && e.Error.Message != "" {
-		m := e.Error.Message
-		if len(m) > 300 {
-			m = m[:300] + "…"
-		}
-		return m
+		return truncate(redact(e.Error.Message, key), maxUpstreamMessage)
 	}
 	return strings.ToLower(http.StatusText(status))
 }
+
+// maxUpstreamMessage bounds the upstream message passed on (bytes, then
+// "…").
+const maxUpstreamMessage = 300
 
 // secretLike matches bearer-token-shaped strings (sk-…, long opaque keys)
 // that an upstream might echo back in an error.
