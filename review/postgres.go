@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -113,14 +114,33 @@ SELECT id FROM ins`
 // the pool keeps connections for everything else.
 const pgWriters = 4
 
+// errDSN is a DSN that does not parse; the error says why, never the DSN.
+var errDSN = errors.New("review store: the postgres DSN does not parse")
+
+// dsnError is a DSN parse error without the DSN. pgconn quotes the DSN
+// with the password masked where it finds one, which misses key=value
+// pairs spaced around "=" ("password = …", which pgx accepts): only the
+// reason after the quoted DSN is kept.
+func dsnError(err error) error {
+	var pe *pgconn.ParseConfigError
+	if !errors.As(err, &pe) {
+		return errDSN
+	}
+	s := pe.Error()
+	i := strings.LastIndex(s, "`: ")
+	if i < 0 {
+		return errDSN
+	}
+	return fmt.Errorf("%w: %s", errDSN, s[i+len("`: "):])
+}
+
 // OpenPostgres connects to dsn, runs the embedded migrations under an
 // advisory lock, and (with opts.Hub) starts listening for resolutions.
 // Errors never carry the DSN's password.
 func OpenPostgres(ctx context.Context, dsn string, opts PostgresOptions) (*Postgres, error) {
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
-		// pgconn redacts the password in parse errors; say no more than that.
-		return nil, fmt.Errorf("review store: postgres DSN: %w", err)
+		return nil, dsnError(err)
 	}
 	if !strings.Contains(dsn, "pool_max_conns") {
 		cfg.MaxConns = 16
