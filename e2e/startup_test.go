@@ -101,3 +101,54 @@ func TestServeWithoutClientKeysWarns(t *testing.T) {
 		})
 	}
 }
+
+// A reload never turns client authentication off: a new config whose
+// api_keys_env names a variable that holds no key (a typo in the name, the
+// line removed) is refused while keys are in force, and the API keeps
+// refusing requests without a key. It was installed: every request
+// was answered without a key, and not a line said so (the no-keys warning
+// is written at start only). Restart to serve without keys.
+func TestReloadNeverDropsClientAuth(t *testing.T) {
+	t.Parallel()
+	up := newUpstream(t, byModel)
+	dir := t.TempDir()
+	base := renderConfig(cfgOpts{upstream: up.URL()})
+	d := startDaemon(t, writeConfig(t, dir, base), baseEnv())
+	noKey := func() int {
+		req, _ := http.NewRequest(http.MethodPost, d.BaseURL()+"/chat/completions",
+			strings.NewReader(reviewBody("review-sentiment", "The delivery was fast and the food was great.")))
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := httpClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if s := noKey(); s != 401 {
+		t.Fatalf("premise: without a key before the reload: %d", s)
+	}
+	for i, edit := range []string{
+		"  api_keys_env: CONTRACTD_API_KEYZ\n", // a variable not set
+		"",                                     // the line removed
+	} {
+		text := strings.Replace(base, "  api_keys_env: CONTRACTD_API_KEYS\n", edit, 1)
+		if text == base {
+			t.Fatal("the base config has no api_keys_env line")
+		}
+		writeConfig(t, dir, text)
+		n := d.countLog(refused("sighup"))
+		d.signal(syscall.SIGHUP)
+		if !waitFor(reloadWindow, func() bool { return d.countLog(refused("sighup")) > n }) {
+			t.Errorf("edit %d: the reload that leaves no client key was not refused", i)
+		}
+		if s := noKey(); s != 401 {
+			t.Errorf("edit %d: after the reload a request without a key got %d, want 401", i, s)
+		}
+		assertServes(t, d, "review-sentiment", goodContent)
+	}
+	if strings.Contains(d.stderr.String(), clientKey) {
+		t.Error("the client key is in the log")
+	}
+}

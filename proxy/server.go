@@ -112,6 +112,12 @@ func (s *Server) Runtime() *config.Runtime { return s.state.Load().rt }
 // AuthEnabled reports whether client keys are configured.
 func (s *Server) AuthEnabled() bool { return len(s.state.Load().keys) > 0 }
 
+// AuthEnabledIn reports whether rt's server.api_keys_env holds a client
+// key, as Swap would read it.
+func (s *Server) AuthEnabledIn(rt *config.Runtime) bool {
+	return len(s.readKeys(rt.Server.APIKeysEnv)) > 0
+}
+
 // Handler is the API: chat completions and models, plus the admin
 // endpoints when admin is non-nil (admin_listen "").
 func (s *Server) Handler(admin http.Handler) http.Handler {

@@ -403,6 +403,19 @@ type live struct {
 	level *slog.LevelVar
 }
 
+// errReloadDropsAuth refuses a reload that would leave the API without
+// client keys while keys are in force: a typo in api_keys_env's name, or
+// the line removed, would otherwise open the API without a word (the
+// no-keys warning is written at start). A restart serves without keys.
+var errReloadDropsAuth = errors.New("a reload never turns client authentication off (restart to serve without keys)")
+
+func reloadDropsAuth(env string) error {
+	if env == "" {
+		return fmt.Errorf("server.api_keys_env is not named: %w", errReloadDropsAuth)
+	}
+	return fmt.Errorf("server.api_keys_env: environment variable %s holds no key: %w", env, errReloadDropsAuth)
+}
+
 // restartOnly names the settings that changed between old and next but
 // apply only when contractd restarts (docs/config.md lists them).
 func restartOnly(old, next *config.Runtime) []string {
@@ -430,6 +443,9 @@ func watchReload(ctx context.Context, rw *reloadWatch, path string, l live, tel 
 	var debounce <-chan time.Time
 	reload := func(trigger string) {
 		rt, err := loadServable(path)
+		if err == nil && l.srv.AuthEnabled() && !l.srv.AuthEnabledIn(rt) {
+			err = reloadDropsAuth(rt.Server.APIKeysEnv)
+		}
 		if err == nil {
 			_, err = l.audit.Reopen(rt.Audit.Sink, rt.Audit.Path)
 		}
