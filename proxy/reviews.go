@@ -316,6 +316,7 @@ func (s *Server) getReview(w http.ResponseWriter, r *http.Request) {
 			case <-ch:
 			case <-t.C:
 			case <-r.Context().Done():
+			case <-s.draining:
 			}
 			t.Stop()
 			it, err = q.get(r.Context(), id)

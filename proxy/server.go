@@ -51,6 +51,9 @@ type Server struct {
 
 	schemaNotes schemaNotes // X-Contract-Schema-Replaced's once-only warnings
 	passProxies sync.Pool   // *passProxy
+
+	draining  chan struct{} // closed by Drain: held review polls answer now
+	drainOnce sync.Once
 }
 
 // state is a Runtime with what is derived from it at install time.
@@ -63,7 +66,8 @@ type state struct {
 
 // NewServer returns a Server for rt.
 func NewServer(rt *config.Runtime, caller *Caller, sink audit.Sink, logger *slog.Logger) *Server {
-	s := &Server{Caller: caller, Audit: sink, Logger: logger, Env: os.Getenv, Telemetry: nopTelemetry{}, dedupe: newDedupe(DedupeMaxEntries)}
+	s := &Server{Caller: caller, Audit: sink, Logger: logger, Env: os.Getenv, Telemetry: nopTelemetry{}, dedupe: newDedupe(DedupeMaxEntries),
+		draining: make(chan struct{})}
 	if s.Logger == nil {
 		s.Logger = slog.New(slog.NewJSONHandler(io.Discard, nil))
 	}
@@ -105,6 +109,12 @@ func (s *Server) readKeys(env string) [][32]byte {
 	}
 	return out
 }
+
+// Drain is called when the server starts to drain: review polls held by
+// ?wait= answer the item as it is at once (the client polls again,
+// elsewhere), rather than hold the drain for up to a minute and be cut
+// at shutdown_timeout with a non-zero exit.
+func (s *Server) Drain() { s.drainOnce.Do(func() { close(s.draining) }) }
 
 // Runtime is the Runtime new requests use.
 func (s *Server) Runtime() *config.Runtime { return s.state.Load().rt }

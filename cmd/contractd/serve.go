@@ -337,8 +337,10 @@ func serve(ctx context.Context, path string, rt *config.Runtime, logger *slog.Lo
 		wg.Wait()
 		return err
 	}
-	// Drain: stop being ready, stop accepting, let in-flight requests end.
+	// Drain: stop being ready, stop accepting, let in-flight requests end
+	// (review polls answer at once).
 	admin.SetReady(false)
+	srv.Drain()
 	logger.Info("draining", "timeout", rt.Server.ShutdownTimeout.String())
 	stopReload()
 	wg.Wait()

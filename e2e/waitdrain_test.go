@@ -1,0 +1,63 @@
+package e2e
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// A client long-polling a review (?wait=) when the server is told to stop
+// gets its answer (the item as it is) at once, and the drain stays clean:
+// exit 0 well within shutdown_timeout.
+func TestReviewWaitEndsOnDrain(t *testing.T) {
+	t.Parallel()
+	_, d := serveBase(t, t.TempDir())
+	resp, body := post(t, d, reviewBody("review-always-bad", "Cold soup."))
+	if resp.StatusCode != 422 {
+		t.Fatalf("status %d: %s", resp.StatusCode, body)
+	}
+	var e struct {
+		Error struct {
+			Review struct{ ID string } `json:"review"`
+		} `json:"error"`
+	}
+	_ = json.Unmarshal(body, &e)
+	type answer struct {
+		status int
+		body   string
+		err    error
+	}
+	got := make(chan answer, 1)
+	go func() {
+		req, _ := http.NewRequest("GET", d.BaseURL()+"/reviews/"+e.Error.Review.ID+"?wait=60s", nil)
+		req.Header.Set("Authorization", "Bearer "+clientKey)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			got <- answer{err: err}
+			return
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		got <- answer{status: resp.StatusCode, body: string(b)}
+	}()
+	time.Sleep(300 * time.Millisecond) // the poll is waiting
+	start := time.Now()
+	d.signal(syscall.SIGTERM)
+	select {
+	case a := <-got:
+		if a.err != nil || a.status != 200 {
+			t.Errorf("poll: %d %v %s", a.status, a.err, a.body)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the poll did not end on SIGTERM")
+	}
+	if code := d.wait(20 * time.Second); code != 0 {
+		t.Errorf("exit %d after %v, want a clean drain", code, time.Since(start))
+	}
+	if el := time.Since(start); el > 5*time.Second {
+		t.Errorf("exited %v after SIGTERM", el)
+	}
+}
