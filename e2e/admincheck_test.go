@@ -33,7 +33,7 @@ func TestAdminCheckIsTheCheckVerdict(t *testing.T) {
 	writeFile(t, inputFile, `{"text":"Cold soup and a long wait."}`)
 
 	outputs := map[string]string{
-		"leaks the prompt": `{"sentiment":"positive","summary":"Classify the sentiment of one customer review. Allowed values: positive, negative, neutral."}`,
+		"leaks the prompt":         `{"sentiment":"positive","summary":"Classify the sentiment of one customer review. Allowed values: positive, negative, neutral."}`,
 		"quotes the example input": `{"sentiment":"positive","summary":"ok","quote":"delivery was fast"}`,
 		"quotes the given input":   `{"sentiment":"negative","summary":"slow","quote":"long wait"}`,
 		"plain valid":              goodContent,
