@@ -155,6 +155,11 @@ func (c *compiler) server() {
 			c.ps.addEnv("server.admin_keys_env", "environment variable %s is not set", e.v)
 		} else if e.key == "admin_keys_env" && e.v != "" && !holdsKey(os.Getenv(e.v)) {
 			c.ps.addEnv("server.admin_keys_env", "environment variable %s holds no key (comma-separated keys)", e.v)
+		} else if e.key == "api_keys_env" && e.v != "" && c.hasEnv(e.v) && !holdsKey(os.Getenv(e.v)) {
+			// Unset or empty is no auth, as documented; set to separators
+			// only ("${K1},${K2}" with both unset) is a key list gone
+			// wrong, which must not open the API to everyone.
+			c.ps.addEnv("server.api_keys_env", "environment variable %s holds no key (comma-separated keys; unset or empty serves without keys)", e.v)
 		}
 	}
 	if s.RateLimit != nil {

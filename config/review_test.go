@@ -39,6 +39,9 @@ func TestReviewProblems(t *testing.T) {
 		{"admin_keys_env bad name", "server: {admin_keys_env: \"not a name\"}\n" + base, `server.admin_keys_env: "not a name" is not an environment variable name`},
 		{"admin_keys_env unset", "server: {admin_keys_env: NOPE_ADMIN_UNSET}\n" + base, `server.admin_keys_env: environment variable NOPE_ADMIN_UNSET is not set`},
 		{"admin_keys_env holds no key", "server: {admin_keys_env: CONTRACTD_TEST_BLANK_KEYS}\n" + base, `server.admin_keys_env: environment variable CONTRACTD_TEST_BLANK_KEYS holds no key`},
+		// Set to separators only ("${K1},${K2}" with both unset): no
+		// key, and serve would open the API to everyone.
+		{"api_keys_env holds no key", "server: {api_keys_env: CONTRACTD_TEST_BLANK_KEYS}\n" + base, `server.api_keys_env: environment variable CONTRACTD_TEST_BLANK_KEYS holds no key`},
 		{"unknown server key", "server: {admin_keys: X}\n" + base, `server.admin_keys: unknown key "admin_keys"`},
 	}
 	for _, tt := range tests {

@@ -152,3 +152,25 @@ func TestReloadNeverDropsClientAuth(t *testing.T) {
 		t.Error("the client key is in the log")
 	}
 }
+
+// api_keys_env set to separators only (" , ", as "${K1},${K2}" renders
+// with both unset) holds no key: serve refuses to start, naming the
+// variable and not its value, instead of serving every request without
+// a key as it did (unset or empty still means no auth, warned).
+func TestServeRefusesClientKeysThatHoldNoKey(t *testing.T) {
+	t.Parallel()
+	up := newUpstream(t, byModel)
+	env := baseEnv()
+	env["CONTRACTD_API_KEYS"] = " , "
+	d := startProcess(t, env, "serve", "-c", writeConfig(t, t.TempDir(), renderConfig(cfgOpts{upstream: up.URL()})))
+	if code := d.wait(10 * time.Second); code == 0 {
+		t.Fatal("serve started with an api_keys_env that holds no key")
+	}
+	errText := d.stderr.String()
+	if !strings.Contains(errText, "CONTRACTD_API_KEYS holds no key") {
+		t.Errorf("stderr does not say why:\n%s", errText)
+	}
+	if strings.Contains(errText, `"listening"`) {
+		t.Errorf("serve listened before refusing:\n%s", errText)
+	}
+}
