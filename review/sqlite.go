@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"math/bits"
 	"net/url"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -77,6 +78,14 @@ func openSQLite(ctx context.Context, file string, every time.Duration, restartAt
 	}
 	q.Set("_txlock", "immediate")
 	dsn := "file:" + file + "?" + q.Encode()
+	// The store holds request content (inputs, bodies, outputs): a new
+	// database file is the owner's alone (0600, as the audit file and the
+	// spool), and SQLite gives its -wal and -shm files the database's
+	// mode. SQLite itself would create it 0644 under the usual umask. An
+	// existing file keeps the mode it has.
+	if f, err := os.OpenFile(file, os.O_RDWR|os.O_CREATE, 0o600); err == nil {
+		f.Close()
+	}
 	w, err := sql.Open("sqlite", dsn)
 	if err != nil {
 		return nil, fmt.Errorf("review store %s: %w", file, err)

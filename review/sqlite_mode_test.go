@@ -1,0 +1,42 @@
+//go:build unix
+
+package review_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/contractd/contractd/review"
+	"github.com/contractd/contractd/review/storetest"
+)
+
+// The SQLite store holds what the audit holds only with include_content
+// (the input, the client's body, every output), so its files are the
+// owner's alone, as the audit file and the spool are (0600): SQLite
+// created them 0644 under the usual umask, readable by every local user.
+func TestSQLiteFilesArePrivate(t *testing.T) {
+	old := syscall.Umask(0o022) // the usual one, whatever the runner's
+	defer syscall.Umask(old)
+	p := filepath.Join(t.TempDir(), "reviews.db")
+	s, err := review.OpenSQLite(context.Background(), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.Create(context.Background(), storetest.NewItem("rv_mode", "r", time.Now()), false); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{p, p + "-wal", p + "-shm"} {
+		fi, err := os.Stat(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m := fi.Mode().Perm(); m&0o077 != 0 {
+			t.Errorf("%s has mode %v: others can read the review items", filepath.Base(f), m)
+		}
+	}
+}
