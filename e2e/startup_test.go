@@ -174,3 +174,52 @@ func TestServeRefusesClientKeysThatHoldNoKey(t *testing.T) {
 		t.Errorf("serve listened before refusing:\n%s", errText)
 	}
 }
+
+// Nor does a reload turn the admin keys off: with admin_keys_env in force,
+// a new config without it (which would leave the admin listener open to
+// anyone) is refused and /admin/* keeps asking for an admin key.
+func TestReloadNeverDropsAdminAuth(t *testing.T) {
+	t.Parallel()
+	up := newUpstream(t, byModel)
+	dir := t.TempDir()
+	base := renderConfig(cfgOpts{upstream: up.URL()})
+	keyed := strings.Replace(base, "  api_keys_env: CONTRACTD_API_KEYS\n",
+		"  api_keys_env: CONTRACTD_API_KEYS\n  admin_keys_env: CONTRACTD_ADMIN_KEYS\n", 1)
+	if keyed == base {
+		t.Fatal("the base config has no api_keys_env line to extend")
+	}
+	env := baseEnv()
+	env["CONTRACTD_ADMIN_KEYS"] = "e2e-admin-key"
+	d := startDaemon(t, writeConfig(t, dir, keyed), env)
+	if d.Admin == "" {
+		t.Fatal("premise: the base config has an admin listener")
+	}
+	list := func(key string) int {
+		req, _ := http.NewRequest(http.MethodGet, "http://"+d.Admin+"/admin/reviews", nil)
+		if key != "" {
+			req.Header.Set("Authorization", "Bearer "+key)
+		}
+		resp, err := httpClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if s, k := list(""), list("e2e-admin-key"); s != 401 || k != 200 {
+		t.Fatalf("premise: /admin/reviews without a key %d, with the admin key %d", s, k)
+	}
+	writeConfig(t, dir, base)
+	n := d.countLog(refused("sighup"))
+	d.signal(syscall.SIGHUP)
+	if !waitFor(reloadWindow, func() bool { return d.countLog(refused("sighup")) > n }) {
+		t.Error("the reload without admin_keys_env was not refused")
+	}
+	if s := list(""); s != 401 {
+		t.Errorf("after the reload /admin/reviews without a key got %d, want 401", s)
+	}
+	if strings.Contains(d.stderr.String(), "e2e-admin-key") {
+		t.Error("the admin key is in the log")
+	}
+}

@@ -405,17 +405,27 @@ type live struct {
 	level *slog.LevelVar
 }
 
-// errReloadDropsAuth refuses a reload that would leave the API without
-// client keys while keys are in force: a typo in api_keys_env's name, or
-// the line removed, would otherwise open the API without a word (the
-// no-keys warning is written at start). A restart serves without keys.
-var errReloadDropsAuth = errors.New("a reload never turns client authentication off (restart to serve without keys)")
+// errReloadDropsAuth refuses a reload that would turn authentication off
+// while keys are in force: client keys (a typo in api_keys_env's name, or
+// the line removed, would open the API without a word: the no-keys
+// warning is written at start) or admin keys (admin_keys_env removed
+// would open the admin listener). A restart serves without keys.
+var errReloadDropsAuth = errors.New("a reload never turns authentication off (restart to serve without keys)")
 
-func reloadDropsAuth(env string) error {
-	if env == "" {
+// reloadDropsAuth is errReloadDropsAuth, naming the setting and the
+// variable (never its value), when next would turn keys off; else nil.
+func reloadDropsAuth(srv *proxy.Server, next *config.Runtime) error {
+	switch env := next.Server.APIKeysEnv; {
+	case !srv.AuthEnabled() || srv.AuthEnabledIn(next):
+	case env == "":
 		return fmt.Errorf("server.api_keys_env is not named: %w", errReloadDropsAuth)
+	default:
+		return fmt.Errorf("server.api_keys_env: environment variable %s holds no key: %w", env, errReloadDropsAuth)
 	}
-	return fmt.Errorf("server.api_keys_env: environment variable %s holds no key: %w", env, errReloadDropsAuth)
+	if srv.Runtime().Server.AdminKeysEnv != "" && next.Server.AdminKeysEnv == "" {
+		return fmt.Errorf("server.admin_keys_env is not named: %w", errReloadDropsAuth)
+	}
+	return nil
 }
 
 // restartOnly names the settings that changed between old and next but
@@ -445,8 +455,8 @@ func watchReload(ctx context.Context, rw *reloadWatch, path string, l live, tel 
 	var debounce <-chan time.Time
 	reload := func(trigger string) {
 		rt, err := loadServable(path)
-		if err == nil && l.srv.AuthEnabled() && !l.srv.AuthEnabledIn(rt) {
-			err = reloadDropsAuth(rt.Server.APIKeysEnv)
+		if err == nil {
+			err = reloadDropsAuth(l.srv, rt)
 		}
 		if err == nil {
 			_, err = l.audit.Reopen(rt.Audit.Sink, rt.Audit.Path)
