@@ -61,9 +61,16 @@ func (h *Webhook) retryAt(now time.Time, tries int) time.Time {
 
 // RunWebhook delivers due webhook events until ctx ends.
 func (q *ReviewQueue) RunWebhook(ctx context.Context, h *Webhook) {
-	if h.Client == nil {
-		h.Client = &http.Client{}
+	// A redirect is not followed: the body (inputs and outputs of the
+	// item) goes to the configured URL only, never to where a receiver
+	// points it (another host, or http:// after https://). A 3xx is not 2xx,
+	// so the delivery is retried like any other failure.
+	c := http.Client{}
+	if h.Client != nil {
+		c = *h.Client
 	}
+	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	h.Client = &c
 	if h.Backoff == 0 {
 		h.Backoff = time.Second
 	}

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -96,6 +97,51 @@ func TestWebhookAtLeastOnceSigned(t *testing.T) {
 	}
 	if !seen["review.created/pending"] || !seen["review.resolved/rejected"] {
 		t.Fatalf("types %v", types)
+	}
+	rh.shutdown()
+}
+
+// A receiver that answers a redirect does not get the body sent on: the
+// delivery stays pending and is retried at the configured URL.
+func TestWebhookFollowsNoRedirect(t *testing.T) {
+	defer noLeaks(t)()
+	rh := newReviewHarness(t)
+	rh.q.Webhook = true
+	var tries, other atomic.Int32
+	away := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		other.Add(1)
+		w.WriteHeader(204)
+	}))
+	defer away.Close()
+	codes := []int{http.StatusTemporaryRedirect, http.StatusPermanentRedirect, http.StatusFound}
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		i := tries.Add(1)
+		w.Header().Set("Location", away.URL+"/stolen")
+		w.WriteHeader(codes[(i-1)%3])
+	}))
+	defer hook.Close()
+	rh.needsReview(classifyReq)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	wh := &Webhook{URL: hook.URL, Secret: []byte("hook-secret"), Backoff: time.Millisecond, Client: &http.Client{}}
+	go func() { rh.q.RunWebhook(ctx, wh); close(done) }()
+	// Three tries at the configured URL, each answered 3xx; a followed
+	// redirect delivers elsewhere and ends the tries.
+	for deadline := time.Now().Add(10 * time.Second); tries.Load() < 3 && other.Load() == 0 && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+	}
+	cancel()
+	<-done
+	wh.Client.CloseIdleConnections()
+	if n := other.Load(); n != 0 {
+		t.Fatalf("the redirect target got %d deliveries", n)
+	}
+	if n := tries.Load(); n < 3 {
+		t.Fatalf("%d tries at the configured URL, want 3", n)
+	}
+	if ds, _ := rh.store.ClaimDeliveries(context.Background(), time.Now().Add(2*time.Hour), 10, 0); len(ds) != 1 {
+		t.Fatalf("%d deliveries pending, want the one redirected", len(ds))
 	}
 	rh.shutdown()
 }
