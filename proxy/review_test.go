@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/contractd/contractd/review"
+	"github.com/contractd/contractd/review/storetest"
 )
 
 const adminKey = "admin-key-1"
@@ -410,5 +411,53 @@ func TestCloseDrainsSpool(t *testing.T) {
 			}
 			rh.shutdown()
 		})
+	}
+}
+
+// drainingStore answers its first Get as a store does just before a drain
+// moves the item in, and runs that drain before returning.
+type drainingStore struct {
+	review.Store
+	spool *review.Spool
+	once  sync.Once
+}
+
+func (d *drainingStore) Get(ctx context.Context, id string) (*review.Item, error) {
+	drained := false
+	d.once.Do(func() {
+		if _, err := d.spool.Drain(ctx, d.Store, false, nil); err != nil {
+			panic(err)
+		}
+		drained = true
+	})
+	if drained {
+		return nil, review.ErrNotFound
+	}
+	return d.Store.Get(ctx, id)
+}
+
+// A poll that misses the item in the store, then in the spool because a
+// drain moved it in between, still finds it: a client told about an item
+// is never answered 404 for it.
+func TestGetDuringDrain(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	st, err := review.OpenSQLite(ctx, filepath.Join(dir, "reviews.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	sp := &review.Spool{Path: filepath.Join(dir, "review-spool.jsonl")}
+	if err := sp.Append(storetest.NewItem("req_moving", "r", time.Now())); err != nil {
+		t.Fatal(err)
+	}
+	ds := &drainingStore{Store: st, spool: sp}
+	q := NewReviewQueue(ctx, func(context.Context) (review.Store, error) { return ds, nil }, sp.Path, nil)
+	it, err := q.get(ctx, "req_moving")
+	if err != nil || it.ID != "req_moving" {
+		t.Fatalf("get during a drain: %v, %v", it, err)
+	}
+	if sp.Pending() {
+		t.Fatal("the drain did not run")
 	}
 }

@@ -172,6 +172,12 @@ func (q *ReviewQueue) get(ctx context.Context, id string) (*review.Item, error) 
 	if it, ok := q.Spool.Get(id); ok {
 		return it, nil
 	}
+	// A drain may have moved the item in between the two reads (it
+	// stores, then removes the spool): ask the store once more, so an item
+	// a client was told about is never answered 404 for a moment.
+	if st := q.Store(); st != nil {
+		return st.Get(ctx, id)
+	}
 	return nil, review.ErrNotFound
 }
 

@@ -90,3 +90,47 @@ func TestSpoolKeepsDedupe(t *testing.T) {
 		t.Fatalf("after drain: %+v %v", recs, err)
 	}
 }
+
+// Get finds an item by its own id only: ids that JSON escapes, and an id
+// that other items merely mention in their input, request or outputs.
+func TestSpoolGet(t *testing.T) {
+	sp := &review.Spool{Path: filepath.Join(t.TempDir(), "review-spool.jsonl")}
+	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	mention := storetest.NewItem("mentions", "r", at)
+	mention.Input = json.RawMessage(`{"id":"b","see":"req_<&>\"q"}`)
+	mention.Attempts[0].Output = `{"id":"b"}`
+	for _, it := range []*review.Item{mention, storetest.NewItem("b", "r", at), storetest.NewItem("req_<&>\"q", "r", at)} {
+		if err := sp.Append(it); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, id := range []string{"b", "req_<&>\"q", "mentions"} {
+		if it, ok := sp.Get(id); !ok || it.ID != id {
+			t.Errorf("Get(%q) = %v, %v", id, it, ok)
+		}
+	}
+	for _, id := range []string{"nope", "", "r", `"b"`} {
+		if it, ok := sp.Get(id); ok {
+			t.Errorf("Get(%q) found %q", id, it.ID)
+		}
+	}
+}
+
+// A poll for an id the spool does not hold, while the store is down and the
+// spool full (what any key holder can send in a loop), scans without
+// decoding.
+func BenchmarkSpoolGetMiss(b *testing.B) {
+	sp := &review.Spool{Path: filepath.Join(b.TempDir(), "review-spool.jsonl")}
+	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for i := range 1000 {
+		if err := sp.Append(storetest.NewItem("req_"+strings.Repeat("0", 8)+string(rune('a'+i%26))+time.Duration(i).String(), "r", at)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ResetTimer()
+	for b.Loop() {
+		if _, ok := sp.Get("req_missing"); ok {
+			b.Fatal("found")
+		}
+	}
+}
