@@ -56,6 +56,10 @@ func TestRoutePathsExact(t *testing.T) {
 			if !strings.Contains(resp, `"code":"model_not_found"`) || !strings.Contains(resp, `"param":"model"`) || !strings.Contains(resp, "X-Request-Id: req_") {
 				t.Errorf("not the model_not_found envelope: %q", resp)
 			}
+			// The message names the path, not a route it seems to hold.
+			if want := `"message":"path \"` + p + `\" names no route: route paths are matched as sent`; !strings.Contains(resp, want) {
+				t.Errorf("message: want %s in %q", want, resp)
+			}
 			id := resp[strings.Index(resp, "X-Request-Id: ")+len("X-Request-Id: "):]
 			id = id[:strings.Index(id, "\r")]
 			if ev := h.sink.waitEvent(t, id); ev.Status != 404 || ev.ErrorCode != "model_not_found" || ev.Outcome != "rejected" {
@@ -65,7 +69,7 @@ func TestRoutePathsExact(t *testing.T) {
 	}
 	t.Run("GET models", func(t *testing.T) {
 		resp := rawRequest(t, h, "GET /r/../v1/models HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "+clientKey+"\r\nConnection: close\r\n\r\n")
-		if !strings.HasPrefix(resp, "HTTP/1.1 404 ") || !strings.Contains(resp, `"code":"model_not_found"`) {
+		if !strings.HasPrefix(resp, "HTTP/1.1 404 ") || !strings.Contains(resp, `"code":"model_not_found"`) || !strings.Contains(resp, `names no route`) {
 			t.Errorf("got %q", resp)
 		}
 	})

@@ -189,9 +189,18 @@ func (s *Server) exactPaths(next http.Handler) http.Handler {
 			s.serveRoute(w, r, responsesEdge, name, true)
 		default:
 			w.Header().Set("X-Request-Id", newRequestID())
-			writeError(w, unknownRoute(name))
+			writeError(w, uncleanRoutePath(r))
 		}
 	})
+}
+
+// uncleanRoutePath is the 404 for a /r/ path that is not matched as sent:
+// naming the route it seems to hold ("classify" for /r/classify//v1/…)
+// would read as if that route did not exist.
+func uncleanRoutePath(r *http.Request) *APIError {
+	e := unknownRoute("")
+	e.Message = "path " + quoteForMessage(r.URL.EscapedPath()) + ` names no route: route paths are matched as sent, without "..", ".", "//" or an encoded "/"`
+	return e
 }
 
 // The POST edges' ServeMux patterns.
@@ -432,7 +441,10 @@ func (s *Server) serveRoute(w http.ResponseWriter, r *http.Request, e *edge, pat
 		// Unknown names are client-chosen: bound what reaches the audit and logs.
 		x.ev.Route = truncate(name, 128)
 		aerr := unknownRoute(name)
-		if name == "" && pathName == "" && !badPath {
+		switch {
+		case badPath:
+			aerr = uncleanRoutePath(r)
+		case name == "" && pathName == "":
 			// Missing, empty or not a string: `unknown route ""` would
 			// read as a route with an empty name.
 			aerr.Message = "model must name a route (a non-empty string); GET /v1/models lists the routes"
