@@ -68,18 +68,11 @@ func TestWebhookRetriedAcrossRestart(t *testing.T) {
 	if resp.StatusCode != 422 {
 		t.Fatalf("status %d: %s", resp.StatusCode, body)
 	}
-	var e struct {
-		Error struct {
-			Review struct {
-				ID     string `json:"id"`
-				Stored bool   `json:"stored"`
-			} `json:"review"`
-		} `json:"error"`
-	}
-	if err := json.Unmarshal(body, &e); err != nil || !e.Error.Review.Stored {
+	id, ok := storedReviewID(body)
+	if !ok {
 		t.Fatalf("422 body %s", body)
 	}
-	key := "review.created " + e.Error.Review.ID
+	key := "review.created " + id
 	if !waitFor(10*time.Second, func() bool { return count(refused, key) > 0 }) {
 		t.Fatal("the first process never tried the webhook")
 	}

@@ -93,24 +93,28 @@ func TestRoutePathsExact(t *testing.T) {
 	}
 }
 
+// echoKeyUpstream answers 401 with an error that quotes the key and the
+// Authorization value it was sent, and another key-like string, gzipped when
+// the request accepts gzip: what the passthrough's redaction must remove.
+func echoKeyUpstream(w http.ResponseWriter, r *http.Request, c *upCall) {
+	msg := `{"error":{"message":"Incorrect API key provided: ` + strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ") +
+		` (header ` + r.Header.Get("Authorization") + `), also sk-abcdefghijkl12345","type":"invalid_request_error"}}`
+	if r.Header.Get("Accept-Encoding") == "gzip" {
+		var b bytes.Buffer
+		zw := gzip.NewWriter(&b)
+		_, _ = zw.Write([]byte(msg))
+		_ = zw.Close()
+		w.Header().Set("Content-Encoding", "gzip")
+		reply(w, 401, b.Bytes())
+		return
+	}
+	reply(w, 401, []byte(msg))
+}
+
 // passthrough routes redact the upstream key from relayed error
 // bodies, plain or gzip-encoded, as contract routes do.
 func TestPassthroughRedactsErrorBodies(t *testing.T) {
-	echo := func(w http.ResponseWriter, r *http.Request, c *upCall) {
-		msg := `{"error":{"message":"Incorrect API key provided: ` + strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ") +
-			` (header ` + r.Header.Get("Authorization") + `), also sk-abcdefghijkl12345","type":"invalid_request_error"}}`
-		if r.Header.Get("Accept-Encoding") == "gzip" {
-			var b bytes.Buffer
-			zw := gzip.NewWriter(&b)
-			_, _ = zw.Write([]byte(msg))
-			_ = zw.Close()
-			w.Header().Set("Content-Encoding", "gzip")
-			reply(w, 401, b.Bytes())
-			return
-		}
-		reply(w, 401, []byte(msg))
-	}
-	h := newHarness(t, echo, cfg{})
+	h := newHarness(t, echoKeyUpstream, cfg{})
 	for _, enc := range []string{"", "gzip"} {
 		t.Run("encoding "+enc, func(t *testing.T) {
 			req, _ := http.NewRequest("POST", h.front.URL+"/v1/chat/completions", strings.NewReader(`{"model":"raw-fast"}`))

@@ -1,8 +1,6 @@
 package proxy
 
 import (
-	"bytes"
-	"compress/gzip"
 	"context"
 	"encoding/json"
 	"io"
@@ -20,20 +18,7 @@ import (
 // value, from the error bodies they relay on the Responses edge as on chat
 // completions, plain or gzip-encoded.
 func TestPassthroughResponsesRedactsErrorBodies(t *testing.T) {
-	up := testkit.NewUpstream(t, func(w http.ResponseWriter, r *http.Request, c *upCall) {
-		msg := `{"error":{"message":"Incorrect API key provided: ` + strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ") +
-			` (header ` + r.Header.Get("Authorization") + `), also sk-abcdefghijkl12345","type":"invalid_request_error"}}`
-		if r.Header.Get("Accept-Encoding") == "gzip" {
-			var b bytes.Buffer
-			zw := gzip.NewWriter(&b)
-			_, _ = zw.Write([]byte(msg))
-			_ = zw.Close()
-			w.Header().Set("Content-Encoding", "gzip")
-			reply(w, 401, b.Bytes())
-			return
-		}
-		reply(w, 401, []byte(msg))
-	})
+	up := testkit.NewUpstream(t, echoKeyUpstream)
 	h := newHarnessOn(t, up, cfg{})
 	for _, tc := range []struct{ name, path, enc string }{
 		{"by model", respPath, ""},
