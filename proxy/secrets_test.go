@@ -1,37 +1,18 @@
 package proxy
 
 import (
-	"bytes"
 	"log/slog"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/contractd/contractd/config"
+	"github.com/contractd/contractd/internal/testkit"
 )
 
 // hexKey is an upstream key of no recognisable shape (as Azure's 32 hex
 // characters are): only the exact-key replacement can redact it.
 const hexKey = "0f1e2d3c4b5a69788796a5b4c3d2e1f0"
-
-// lockedBuffer is a log sink safe for the server's goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // keyPiece reports the longest piece of key (from its start, 6 bytes or
 // more) that s holds, or "".
@@ -69,7 +50,7 @@ func TestUpstreamKeyAcrossTheCutIsRedacted(t *testing.T) {
 				reply(w, 401, []byte(`{"error":{"message":"`+strings.Repeat("x", tc.pad)+key+` is not a valid key"}}`))
 			}, cfg{})
 			h.caller.Keys = func(u *config.Upstream) string { return hexKey }
-			var logs lockedBuffer
+			var logs testkit.SyncBuffer
 			h.srv.Logger = slog.New(slog.NewJSONHandler(&logs, nil))
 			r := h.post(tc.path, tc.body)
 			if r.Status < 400 {
