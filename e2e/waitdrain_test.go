@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -31,10 +33,15 @@ func TestReviewWaitEndsOnDrain(t *testing.T) {
 		err    error
 	}
 	got := make(chan answer, 1)
+	// The poll gets a connection of its own, as a long-polling client's
+	// is: on a pooled idle one (the POST's) it could race shutdown
+	// closing idle connections.
+	pollClient := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	before := apiConnections(t, d)
 	go func() {
 		req, _ := http.NewRequest("GET", d.BaseURL()+"/reviews/"+e.Error.Review.ID+"?wait=60s", nil)
 		req.Header.Set("Authorization", "Bearer "+clientKey)
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := pollClient.Do(req)
 		if err != nil {
 			got <- answer{err: err}
 			return
@@ -43,6 +50,13 @@ func TestReviewWaitEndsOnDrain(t *testing.T) {
 		resp.Body.Close()
 		got <- answer{status: resp.StatusCode, body: string(b)}
 	}()
+	// SIGTERM closes the API listener: a poll still in the kernel's
+	// backlog would be refused, not answered. Wait until contractd has
+	// accepted its connection (shutdown then lets it finish), then give
+	// the handler a moment to park on the wait.
+	if !waitFor(10*time.Second, func() bool { return apiConnections(t, d) > before }) {
+		t.Fatal("contractd never accepted the poll's connection")
+	}
 	time.Sleep(300 * time.Millisecond) // the poll is waiting
 	start := time.Now()
 	d.signal(syscall.SIGTERM)
@@ -60,4 +74,21 @@ func TestReviewWaitEndsOnDrain(t *testing.T) {
 	if el := time.Since(start); el > 5*time.Second {
 		t.Errorf("exited %v after SIGTERM", el)
 	}
+}
+
+// apiConnections is contractd_connections_open: the connections contractd
+// has accepted on listen (its accept loop's next slot included).
+func apiConnections(t *testing.T, d *daemon) int64 {
+	t.Helper()
+	for _, line := range strings.Split(string(d.metrics(t)), "\n") {
+		if v, ok := strings.CutPrefix(line, "contractd_connections_open "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				t.Fatalf("%q: %v", line, err)
+			}
+			return int64(f)
+		}
+	}
+	t.Fatalf("no contractd_connections_open on /metrics")
+	return 0
 }
