@@ -96,14 +96,18 @@ func (b *deadlineBody) Read(p []byte) (int, error) {
 // a goroutine and buffers. The cap is read at each Accept, so reloads
 // apply.
 type ConnLimit struct {
-	Max  func() int
-	open atomic.Int64
-	mu   sync.Mutex
-	free chan struct{} // closed and replaced when a connection closes
+	Max func() int
+	// open counts the slots taken, one of them reserved by an Accept still
+	// waiting for a connection; conns counts accepted connections only.
+	open  atomic.Int64
+	conns atomic.Int64
+	mu    sync.Mutex
+	free  chan struct{} // closed and replaced when a connection closes
 }
 
-// Open is the number of connections open now.
-func (l *ConnLimit) Open() int64 { return l.open.Load() }
+// Open is the number of connections open now (contractd_connections_open):
+// the slot an Accept holds while it waits is not a connection.
+func (l *ConnLimit) Open() int64 { return l.conns.Load() }
 
 // Listener wraps ln with the cap.
 func (l *ConnLimit) Listener(ln net.Listener) net.Listener {
@@ -142,6 +146,7 @@ func (ll *limitListener) Accept() (net.Conn, error) {
 		l.release()
 		return nil, err
 	}
+	l.conns.Add(1)
 	return &limitConn{Conn: c, l: l}, nil
 }
 
@@ -168,7 +173,10 @@ type limitConn struct {
 
 func (c *limitConn) Close() error {
 	err := c.Conn.Close()
-	c.once.Do(c.l.release)
+	c.once.Do(func() {
+		c.l.conns.Add(-1)
+		c.l.release()
+	})
 	return err
 }
 
