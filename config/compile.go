@@ -83,7 +83,9 @@ func (p *Parsed) compile(offline bool) (*Runtime, error) {
 		ps.errs = append(ps.errs, ps.env...)
 	}
 	if len(ps.errs) > 0 {
-		return nil, ps.error()
+		e := ps.error()
+		e.Files = rt.Files
+		return nil, e
 	}
 	rt.Warnings = slices.SortedStableFunc(slices.Values(ps.warns), compareProblems)
 	return rt, nil

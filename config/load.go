@@ -53,10 +53,10 @@ type Parsed struct {
 func Parse(path string) (*Parsed, error) {
 	raw, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, &Error{[]Problem{{File: path, Message: "cannot read config: file not found"}}}
+		return nil, &Error{Problems: []Problem{{File: path, Message: "cannot read config: file not found"}}}
 	}
 	if err != nil {
-		return nil, &Error{[]Problem{{File: path, Message: "cannot read config: " + cleanOSError(err)}}}
+		return nil, &Error{Problems: []Problem{{File: path, Message: "cannot read config: " + cleanOSError(err)}}}
 	}
 	return ParseBytes(path, raw)
 }
@@ -76,16 +76,16 @@ func ParseBytes(path string, raw []byte) (*Parsed, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(raw))
 	if err := dec.Decode(&doc); err != nil {
 		if err.Error() == "EOF" {
-			return nil, &Error{[]Problem{{File: path, Message: "config is empty"}}}
+			return nil, &Error{Problems: []Problem{{File: path, Message: "config is empty"}}}
 		}
-		return nil, &Error{[]Problem{{File: path, Message: "invalid YAML: " + strings.TrimPrefix(err.Error(), "yaml: ")}}}
+		return nil, &Error{Problems: []Problem{{File: path, Message: "invalid YAML: " + strings.TrimPrefix(err.Error(), "yaml: ")}}}
 	}
 	root := &doc
 	if root.Kind == yaml.DocumentNode && len(root.Content) == 1 {
 		root = root.Content[0]
 	}
 	if root.Kind != yaml.MappingNode {
-		return nil, &Error{[]Problem{{File: path, Line: root.Line, Message: "config must be a YAML mapping"}}}
+		return nil, &Error{Problems: []Problem{{File: path, Line: root.Line, Message: "config must be a YAML mapping"}}}
 	}
 	f := &File{}
 	decodeNode(root, reflect.ValueOf(f).Elem(), "", ps)

@@ -35,7 +35,15 @@ func (p Problem) Location() string {
 func (p Problem) String() string { return p.Location() + ": " + p.Message }
 
 // Error is returned when a config has problems; it lists every one.
-type Error struct{ Problems []Problem }
+type Error struct {
+	Problems []Problem
+	// Files are the absolute paths the config named that a Runtime would
+	// be built from (the config file and every schema_file, readable or
+	// not), as far as the config decoded; nil when it did not. serve
+	// watches them after a refused reload, so the file that was missing
+	// or broken reloads when it is fixed.
+	Files []string
+}
 
 func (e *Error) Error() string {
 	lines := make([]string, len(e.Problems))
@@ -65,7 +73,7 @@ type problems struct {
 func (ps *problems) error() *Error {
 	errs := slices.Clone(ps.errs)
 	slices.SortStableFunc(errs, compareProblems)
-	return &Error{errs}
+	return &Error{Problems: errs}
 }
 
 func compareProblems(a, b Problem) int {

@@ -13,6 +13,7 @@ import (
 	"os/signal"
 	"reflect"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -64,17 +65,25 @@ func loadServable(path string) (*config.Runtime, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := servable(path, rt); err != nil {
+		return nil, err
+	}
+	return rt, nil
+}
+
+// servable checks what serving needs beyond validation.
+func servable(path string, rt *config.Runtime) error {
 	if len(rt.Routes) == 0 {
-		return nil, fmt.Errorf("%s: serve needs at least one route", path)
+		return fmt.Errorf("%s: serve needs at least one route", path)
 	}
 	for _, r := range rt.RouteList {
 		if e := r.Upstream.APIKeyEnv; e != "" {
 			if _, ok := os.LookupEnv(e); !ok {
-				return nil, fmt.Errorf("%s: upstream %q: environment variable %s (api_key_env) is not set", path, r.Upstream.Name, e)
+				return fmt.Errorf("%s: upstream %q: environment variable %s (api_key_env) is not set", path, r.Upstream.Name, e)
 			}
 		}
 	}
-	return rt, nil
+	return nil
 }
 
 // openReviews builds the review queue the config names (nil for store:
@@ -448,13 +457,31 @@ func restartOnly(old, next *config.Runtime) []string {
 	return keys
 }
 
+// Reload debounce: a change reloads once its files have been quiet for
+// reloadQuiet, and at the latest reloadMaxWait after the first change,
+// so files that keep changing still reload within SPEC §9's 2 s.
+const (
+	reloadQuiet   = 300 * time.Millisecond
+	reloadMaxWait = 1200 * time.Millisecond
+)
+
 // watchReload reloads on SIGHUP at once and on config file changes
 // (debounced), swapping in the new Runtime only when it is valid.
 func watchReload(ctx context.Context, rw *reloadWatch, path string, l live, tel reloadCounter, logger *slog.Logger) {
 	hup, changed := rw.hup, rw.changed
 	var debounce <-chan time.Time
+	var firstChange time.Time
 	reload := func(trigger string) {
-		rt, err := loadServable(path)
+		rt, err := config.Load(path)
+		var refusedFiles []string // what the new config names: watched while it is refused
+		var loadErr *config.Error
+		switch {
+		case err == nil:
+			refusedFiles = rt.Files
+			err = servable(path, rt)
+		case errors.As(err, &loadErr):
+			refusedFiles = loadErr.Files
+		}
 		if err == nil {
 			err = reloadDropsAuth(l.srv, rt)
 		}
@@ -463,6 +490,10 @@ func watchReload(ctx context.Context, rw *reloadWatch, path string, l live, tel 
 		}
 		if err != nil {
 			tel.ConfigReload(false)
+			// Keep watching the running config's files, and the ones the
+			// refused config names too: a schema file written after the
+			// config that names it (or fixed after it) then reloads.
+			rw.track(append(slices.Clone(l.srv.Runtime().Files), refusedFiles...))
 			var ce *config.Error
 			if errors.As(err, &ce) {
 				for _, p := range ce.Problems {
@@ -490,7 +521,11 @@ func watchReload(ctx context.Context, rw *reloadWatch, path string, l live, tel 
 		case <-hup:
 			reload("sighup")
 		case <-changed:
-			debounce = time.After(300 * time.Millisecond)
+			now := time.Now()
+			if debounce == nil {
+				firstChange = now
+			}
+			debounce = time.After(min(reloadQuiet, firstChange.Add(reloadMaxWait).Sub(now)))
 		case <-debounce:
 			debounce = nil
 			reload("file")

@@ -2,7 +2,10 @@
 // changed: written in place, replaced by an atomic rename, removed and
 // created again by an editor, or swapped in through a symlink (Kubernetes
 // mounts a ConfigMap as name -> ..data/name with ..data a symlink that is
-// renamed to a new timestamped directory on every update).
+// renamed to a new timestamped directory on every update), or its directory
+// removed or moved and created again. A directory that does not exist yet
+// is watched for from its nearest existing parent, so a file set to be
+// watched before its directory is created is seen when it appears.
 //
 // Nothing else in the files' directories costs it anything: on Linux it
 // asks inotify for name changes only (create, delete, rename) on each

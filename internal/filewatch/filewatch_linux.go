@@ -12,9 +12,11 @@ import (
 )
 
 const (
-	// On a directory: names appearing, disappearing or moving. Not
-	// IN_MODIFY: writes to other files in it are no concern of ours.
-	dirMask = unix.IN_CREATE | unix.IN_DELETE | unix.IN_MOVED_FROM | unix.IN_MOVED_TO | unix.IN_ONLYDIR
+	// On a directory: names appearing, disappearing or moving, and the
+	// directory itself removed or moved (its path then names another
+	// directory, or none). Not IN_MODIFY: writes to other files in it are
+	// no concern of ours.
+	dirMask = unix.IN_CREATE | unix.IN_DELETE | unix.IN_MOVED_FROM | unix.IN_MOVED_TO | unix.IN_DELETE_SELF | unix.IN_MOVE_SELF | unix.IN_ONLYDIR
 	// On a watched file (through symlinks): its content or the inode
 	// going away (the last link removed, or the file moved).
 	fileMask = unix.IN_MODIFY | unix.IN_CLOSE_WRITE | unix.IN_ATTRIB | unix.IN_DELETE_SELF | unix.IN_MOVE_SELF
@@ -26,9 +28,14 @@ type impl struct {
 	mu    sync.Mutex
 	dirs  map[string]map[string]bool // directory -> watched names
 	dirWD map[int32]string           // directory watches
-	files map[string]int32           // watched path -> its file watch
-	fileW map[int32]int              // file watch -> how many paths use it
-	done  chan struct{}
+	wdOf  map[string]int32           // directory -> its current watch
+	// A watched directory that does not exist (yet) is watched through
+	// its nearest existing ancestor, for the name of the missing child
+	// on the way down: ancestor watch -> names.
+	missing map[int32]map[string]bool
+	files   map[string]int32 // watched path -> its file watch
+	fileW   map[int32]int    // file watch -> how many paths use it
+	done    chan struct{}
 }
 
 func (w *Watcher) start() error {
@@ -37,7 +44,8 @@ func (w *Watcher) start() error {
 		return os.NewSyscallError("inotify_init1", err)
 	}
 	w.f = os.NewFile(uintptr(fd), "inotify")
-	w.dirs, w.dirWD, w.files, w.fileW = map[string]map[string]bool{}, map[int32]string{}, map[string]int32{}, map[int32]int{}
+	w.dirs, w.dirWD, w.wdOf, w.files, w.fileW = map[string]map[string]bool{}, map[int32]string{}, map[string]int32{}, map[string]int32{}, map[int32]int{}
+	w.missing = map[int32]map[string]bool{}
 	w.done = make(chan struct{})
 	go w.read()
 	return nil
@@ -60,13 +68,6 @@ func (w *Watcher) Set(files []string) {
 			next[dir] = map[string]bool{}
 		}
 	}
-	for dir := range next {
-		if _, ok := w.dirs[dir]; !ok {
-			if wd, err := unix.InotifyAddWatch(w.fd(), dir, dirMask); err == nil {
-				w.dirWD[int32(wd)] = dir
-			}
-		}
-	}
 	w.dirs = next
 	for path := range w.files {
 		if !w.watchedLocked(path) {
@@ -82,11 +83,34 @@ func (w *Watcher) watchedLocked(path string) bool {
 	return w.dirs[filepath.Dir(path)][filepath.Base(path)]
 }
 
-// rearmLocked (re)adds the watch of every watched path, so it follows the
-// inode the path names now: after a rename over it or a symlink swap the
-// old inode's watch is dropped. A path that does not exist yet has none;
-// its directory's watch sees it appear.
+// rearmLocked (re)adds the watch of every watched directory and path, so
+// each follows the inode its path names now: a directory removed and
+// created again, or one that did not exist before; a file after a rename
+// over it or a symlink swap (the old inode's watch is dropped). A path
+// that does not exist yet has none; its directory's watch sees it appear,
+// and a directory that does not exist yet is watched for through its
+// nearest existing ancestor.
 func (w *Watcher) rearmLocked() {
+	clear(w.missing)
+	for dir := range w.dirs {
+		wd, err := unix.InotifyAddWatch(w.fd(), dir, dirMask)
+		if err == nil {
+			if old, ok := w.wdOf[dir]; ok && old != int32(wd) && w.dirWD[old] == dir {
+				delete(w.dirWD, old) // the directory it named is gone
+			}
+			w.wdOf[dir], w.dirWD[int32(wd)] = int32(wd), dir
+			continue
+		}
+		for child, up := dir, filepath.Dir(dir); up != child; child, up = up, filepath.Dir(up) {
+			if wd, err := unix.InotifyAddWatch(w.fd(), up, dirMask); err == nil {
+				if w.missing[int32(wd)] == nil {
+					w.missing[int32(wd)] = map[string]bool{}
+				}
+				w.missing[int32(wd)][filepath.Base(child)] = true
+				break
+			}
+		}
+	}
 	for dir, ns := range w.dirs {
 		for base := range ns {
 			path := filepath.Join(dir, base)
@@ -152,6 +176,19 @@ func (w *Watcher) concernsEvent(ev *unix.InotifyEvent, name string) bool {
 	defer w.mu.Unlock()
 	if ev.Mask&unix.IN_Q_OVERFLOW != 0 {
 		return true // events were lost: assume the worst
+	}
+	if name != "" && w.missing[ev.Wd][name] {
+		return true // a directory on the way to a watched one appeared
+	}
+	if ev.Mask&(unix.IN_DELETE_SELF|unix.IN_MOVE_SELF) != 0 {
+		// A watched directory (or the ancestor watched for a missing
+		// one) removed or moved away: what its path names changes.
+		if dir, ok := w.dirWD[ev.Wd]; ok && w.wdOf[dir] == ev.Wd {
+			return len(w.dirs[dir]) > 0
+		}
+		if _, ok := w.missing[ev.Wd]; ok {
+			return true
+		}
 	}
 	if dir, ok := w.dirWD[ev.Wd]; ok && name != "" {
 		return concerns(w.dirs[dir], name)

@@ -175,3 +175,32 @@ func TestUnrelatedFiles(t *testing.T) {
 	write(t, cfg, "v: 2\n")
 	waitChange(t, w, "the config after the unrelated files")
 }
+
+// TestDirectoryCreatedLater: a file in a directory that does not exist
+// when it is set to be watched (a schema a new config names before the
+// deploy creates its directory) is seen once the directories and the file
+// appear; a directory removed and created again is followed too.
+func TestDirectoryCreatedLater(t *testing.T) {
+	root := t.TempDir()
+	cfg := filepath.Join(root, "contractd.yaml")
+	write(t, cfg, "v: 1\n")
+	schema := filepath.Join(root, "schemas", "v2", "s.json")
+	w, err := New([]string{cfg, schema})
+	must(t, err)
+	defer w.Close()
+
+	must(t, os.MkdirAll(filepath.Dir(schema), 0o700))
+	write(t, schema, "{}")
+	waitChange(t, w, "the directories and the file created")
+	write(t, schema, `{"type":"object"}`)
+	waitChange(t, w, "the new file written")
+
+	must(t, os.RemoveAll(filepath.Join(root, "schemas")))
+	waitChange(t, w, "the directory removed")
+	must(t, os.MkdirAll(filepath.Dir(schema), 0o700))
+	drain(w)
+	write(t, schema, `{"type":"array"}`)
+	waitChange(t, w, "the file created in the directory created again")
+	write(t, filepath.Join(filepath.Dir(schema), "other.json"), "{}")
+	noChange(t, w, "another file in the directory created again")
+}
