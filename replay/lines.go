@@ -96,7 +96,14 @@ func openAudit(name string) (io.ReadCloser, error) {
 		}
 	}
 	br := bufio.NewReaderSize(f, 64<<10)
-	if magic, _ := br.Peek(2); len(magic) == 2 && magic[0] == 0x1f && magic[1] == 0x8b {
+	magic, err := br.Peek(2)
+	if err != nil && !errors.Is(err, io.EOF) {
+		// Opened but not readable at all (a directory): the caller's
+		// mistake, not a file cut short.
+		f.Close()
+		return nil, err
+	}
+	if len(magic) == 2 && magic[0] == 0x1f && magic[1] == 0x8b {
 		zr, err := gzip.NewReader(br)
 		if err != nil {
 			f.Close()
@@ -117,15 +124,32 @@ func (r *readCloser) Close() error { return r.close() }
 // ExpandAudit turns --audit arguments into files: an existing path (or
 // "-") is itself; anything else is a glob pattern (quoted by the user, so
 // `--audit 'audit.jsonl*'` takes the rotated files too), which must match.
+// A file named twice (`--audit audit.jsonl --audit 'audit.jsonl*'`) is
+// read once, where it is first named.
 func ExpandAudit(args []string) ([]string, error) {
 	var out []string
+	seen := map[string]bool{}
+	add := func(names ...string) {
+		for _, n := range names {
+			key := n
+			if n != "-" {
+				if abs, err := filepath.Abs(n); err == nil {
+					key = abs
+				}
+			}
+			if !seen[key] {
+				seen[key] = true
+				out = append(out, n)
+			}
+		}
+	}
 	for _, a := range args {
 		if a == "-" {
-			out = append(out, a)
+			add(a)
 			continue
 		}
 		if _, err := os.Stat(a); err == nil {
-			out = append(out, a)
+			add(a)
 			continue
 		} else if !strings.ContainsAny(a, "*?[") {
 			return nil, fmt.Errorf("--audit %s: %v", a, cleanErr(err))
@@ -137,7 +161,7 @@ func ExpandAudit(args []string) ([]string, error) {
 		if len(m) == 0 {
 			return nil, fmt.Errorf("--audit %s: no file matches", a)
 		}
-		out = append(out, m...)
+		add(m...)
 	}
 	return out, nil
 }

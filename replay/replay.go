@@ -629,6 +629,15 @@ func (r *runner) notes(s *Summary) {
 	if s.Total.NotReplayable > 0 {
 		fmt.Fprintf(w, "replay: %d stored output(s) are not replayable: the source holds no content for them (audit.include_content was false)\n", s.Total.NotReplayable)
 	}
+	if s.Total.Items == 0 && s.Total.NotReplayable == 0 && s.NotRun == 0 && !s.Stopped {
+		// Exit 0 by the rule (nothing regressed), but a CI job replaying
+		// an empty or wrong file should see that nothing was checked.
+		kept := ""
+		if r.opts.Route != "" || !r.opts.Since.IsZero() {
+			kept = " that --route and --since keep"
+		}
+		fmt.Fprintf(w, "replay: nothing was judged: the source holds no stored output%s\n", kept)
+	}
 	if s.Total.Unjudged > 0 {
 		fmt.Fprintf(w, "replay: %d item(s) could not be judged under this config (see the lines marked unjudged)\n", s.Total.Unjudged)
 	}

@@ -338,3 +338,49 @@ func TestAuditOrderWithWorkers(t *testing.T) {
 		prev = out
 	}
 }
+
+// TestAuditEmptyAndRepeated: an empty source exits 0 (nothing regressed)
+// but says on stderr that nothing was judged; a file named twice (by name
+// and by a glob) is read once; a directory is refused at open; the same
+// request id on two lines (an audit concatenated with itself) is judged on
+// each line, as the lines stand.
+func TestAuditEmptyAndRepeated(t *testing.T) {
+	up, dir, rt, a := servedAudit(t, "SHORT")
+	empty := writeFile(t, dir, "empty.jsonl", nil)
+	s, _, errb := runAudit(t, Options{Runtime: rt}, empty)
+	if s.ExitCode() != ExitOK || s.Total.Items != 0 || !strings.Contains(errb, "replay: nothing was judged: the source holds no stored output\n") {
+		t.Fatalf("empty: exit %d total %+v\n%s", s.ExitCode(), s.Total, errb)
+	}
+	_, errb = runAuditErr(t, Options{Runtime: rt, Route: "classify"}, empty)
+	if !strings.Contains(errb, "no stored output that --route and --since keep") {
+		t.Errorf("empty with --route:\n%s", errb)
+	}
+	_, errb = runAuditErr(t, Options{Runtime: rt}, a)
+	if strings.Contains(errb, "nothing was judged") {
+		t.Errorf("a judged audit says nothing was judged:\n%s", errb)
+	}
+
+	writeFile(t, dir, "audit.jsonl.1", nil)
+	files, err := ExpandAudit([]string{a, filepath.Join(dir, "audit.jsonl*"), dir + "/./audit.jsonl.1"})
+	if err != nil || len(files) != 2 || files[0] != a || files[1] != a+".1" {
+		t.Fatalf("expand: %q %v, want each file once", files, err)
+	}
+
+	if _, err := Audit(t.Context(), Options{Runtime: rt}, []string{dir}); err == nil || !strings.Contains(err.Error(), "is a directory") {
+		t.Fatalf("a directory: %v", err)
+	}
+
+	b, _ := os.ReadFile(a)
+	twice := writeFile(t, dir, "twice.jsonl", append(b, b...))
+	_, tight := writeConfig(t, t.TempDir(), cfgOpts{upstream: up.URL(), schema: tightSchema})
+	s, _, _ = runAudit(t, Options{Runtime: tight}, twice)
+	if s.Total.Items != 2 || s.Total.StillValid != 2 {
+		t.Fatalf("the same request on two lines: total %+v, want each line judged", s.Total)
+	}
+}
+
+func runAuditErr(t *testing.T, o Options, files ...string) (*Summary, string) {
+	t.Helper()
+	s, _, errb := runAudit(t, o, files...)
+	return s, errb
+}

@@ -92,6 +92,7 @@ func TestReplayUsage(t *testing.T) {
 		{"unknown route", []string{"-c", cfg, "--audit", approved, "--route", "nope"}, `--route "nope": not a contract route`},
 		{"bad since", []string{"-c", cfg, "--audit", approved, "--since", "yesterday"}, "--since yesterday: want a duration"},
 		{"missing audit", []string{"-c", cfg, "--audit", filepath.Join(dir, "none.jsonl")}, "none.jsonl: no such file"},
+		{"audit is a directory", []string{"-c", cfg, "--audit", dir}, "is a directory"},
 		{"invalid config", []string{"-c", bad, "--audit", approved}, "does not validate"},
 		{"no store", []string{"-c", writeTemp(t, dir, "nostore.yaml", "review: {store: none}\ncontracts:\n  - {name: k, schema: {type: object}}\n"), "--reviews"}, "review.store is none"},
 		{"missing sqlite store", []string{"-c", writeTemp(t, dir, "sq.yaml", "review: {store: sqlite, path: missing.db}\ncontracts:\n  - {name: k, schema: {type: object}}\n"), "--reviews"}, "missing.db: no such file or directory"},
