@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -51,9 +52,9 @@ func (iw *itemWriter) item(it *Item) {
 // why it could not be judged.
 func ItemLine(it *Item) string {
 	var b strings.Builder
-	b.WriteString(it.ID)
+	b.WriteString(field(it.ID))
 	b.WriteByte(' ')
-	b.WriteString(it.Route)
+	b.WriteString(field(it.Route))
 	b.WriteByte(' ')
 	b.WriteString(string(it.Old))
 	b.WriteString(" -> ")
@@ -88,6 +89,17 @@ func ItemLine(it *Item) string {
 	return b.String()
 }
 
+// field is an id or route as one space-free field of an item line: as it
+// is, or Go-quoted when it is empty or holds a space, a control or an
+// unprintable character (an export line is anyone's JSON: an id with a
+// newline must not print a second, forged item line).
+func field(s string) string {
+	if s == "" || strings.IndexFunc(s, func(r rune) bool { return unicode.IsSpace(r) || !unicode.IsPrint(r) }) >= 0 {
+		return strconv.Quote(s)
+	}
+	return s
+}
+
 func oneLine(s string) string {
 	return strings.Join(strings.Fields(s), " ")
 }
@@ -116,7 +128,7 @@ func writeTable(w io.Writer, s *Summary) error {
 	// read left-aligned.
 	width := len("route")
 	for _, rc := range s.Routes {
-		width = max(width, utf8.RuneCountInString(rc.Route))
+		width = max(width, utf8.RuneCountInString(field(rc.Route)))
 	}
 	pad := func(name string) string { return name + strings.Repeat(" ", width-utf8.RuneCountInString(name)) }
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
@@ -126,7 +138,7 @@ func writeTable(w io.Writer, s *Summary) error {
 			c.NewlyValid, c.NewlyInvalid, c.Unjudged, c.NotReplayable)
 	}
 	for _, rc := range s.Routes {
-		row(rc.Route, rc.Counts)
+		row(field(rc.Route), rc.Counts)
 	}
 	row("total", s.Total)
 	if err := tw.Flush(); err != nil {
