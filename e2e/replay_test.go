@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"bytes"
+	"compress/gzip"
+	"encoding/json"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -106,5 +108,57 @@ func TestReplayBinary(t *testing.T) {
 	}
 	if up.Hits()-before != 3 {
 		t.Errorf("%d upstream calls after the interrupt, want 3", up.Hits()-before)
+	}
+}
+
+// TestReplayStdinAndStableOutput: the binary reads --audit - from stdin,
+// plain or gzip-compressed, with the same report as from the file; the
+// report is byte-identical from run to run; every --json line is one JSON
+// object; a regression exits 1 whichever way the set came in.
+func TestReplayStdinAndStableOutput(t *testing.T) {
+	t.Parallel()
+	example, err := filepath.Abs(filepath.Join("..", "examples", "replay-ci"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, set := filepath.Join(example, "tightened.yaml"), filepath.Join(example, "approved.jsonl")
+	raw, err := os.ReadFile(set)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var zipped bytes.Buffer
+	zw := gzip.NewWriter(&zipped)
+	zw.Write(raw)
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	fromFile, errOut, code := runCLI(t, "", "replay", "-c", cfg, "--audit", set)
+	if code != 1 || strings.Count(fromFile, " -> ") != 2 {
+		t.Fatalf("from the file: exit %d\n%s%s", code, fromFile, errOut)
+	}
+	for name, in := range map[string]string{"stdin": string(raw), "gzip stdin": zipped.String()} {
+		out, errOut, code := runCLI(t, in, "replay", "-c", cfg, "--audit", "-")
+		if code != 1 || out != fromFile {
+			t.Errorf("%s: exit %d, report differs from the file's:\n%s%s", name, code, out, errOut)
+		}
+	}
+	again, _, _ := runCLI(t, "", "replay", "-c", cfg, "--audit", set)
+	if again != fromFile {
+		t.Errorf("two runs, two reports:\n%s\n%s", fromFile, again)
+	}
+	j1, _, code := runCLI(t, "", "replay", "-c", cfg, "--audit", set, "--json")
+	j2, _, _ := runCLI(t, "", "replay", "-c", cfg, "--audit", set, "--json")
+	if code != 1 || j1 != j2 {
+		t.Fatalf("--json: exit %d, or two runs differ:\n%s\n%s", code, j1, j2)
+	}
+	lines := strings.Split(strings.TrimSuffix(j1, "\n"), "\n")
+	for i, l := range lines {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(l), &m); err != nil {
+			t.Fatalf("--json line %d is not a JSON object: %v\n%s", i+1, err, l)
+		}
+		if _, ok := m["summary"]; ok != (i == len(lines)-1) {
+			t.Fatalf("--json line %d: the summary must be the last line, and only it", i+1)
+		}
 	}
 }
