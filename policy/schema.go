@@ -25,15 +25,7 @@ import (
 // must all allow the step; anyOf, oneOf and then/else need one branch to.
 // Local "#..." $refs are resolved within schema; cycles and repeated work are
 // cut by remembering each (subschema, depth) pair.
-func (p Path) CanMatchSchema(schema any) bool {
-	m := &schemaMatcher{
-		p:    p,
-		root: schema,
-		memo: map[memoKey]reach{},
-		re:   map[string]*regexp.Regexp{},
-	}
-	return m.match(schema, 0) != reachNo
-}
+func (p Path) CanMatchSchema(schema any) bool { return p.canMatch(schema, false) }
 
 // CanMatchStringInSchema is CanMatchSchema for a value that must be a
 // string: it is false also when every subschema the path reaches declares a
@@ -43,13 +35,17 @@ func (p Path) CanMatchSchema(schema any) bool {
 // fails every output that has it or never judges anything. Like
 // CanMatchSchema it errs towards true: only "type" rules a string out
 // (const, enum and the rest never do).
-func (p Path) CanMatchStringInSchema(schema any) bool {
+func (p Path) CanMatchStringInSchema(schema any) bool { return p.canMatch(schema, true) }
+
+// canMatch is the walk behind both: leafString also asks the last step to
+// allow a string.
+func (p Path) canMatch(schema any, leafString bool) bool {
 	m := &schemaMatcher{
 		p:          p,
 		root:       schema,
 		memo:       map[memoKey]reach{},
 		re:         map[string]*regexp.Regexp{},
-		leafString: true,
+		leafString: leafString,
 	}
 	return m.match(schema, 0) != reachNo
 }
