@@ -293,6 +293,19 @@ func testEnv(name string) string {
 	return ""
 }
 
+// setEnv makes srv read value for the variable name, the rest of its
+// environment unchanged. Swap the config in again for keys it names to
+// be read anew, as a reload reads them.
+func setEnv(srv *Server, name, value string) {
+	env := srv.Env
+	srv.Env = func(n string) string {
+		if n == name {
+			return value
+		}
+		return env(n)
+	}
+}
+
 func newHarness(t *testing.T, h upHandler, c cfg) *harness {
 	t.Helper()
 	return newHarnessOn(t, newFakeUpstream(t, h), c)

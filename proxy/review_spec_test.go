@@ -154,13 +154,7 @@ func TestRunAppliesRetention(t *testing.T) {
 func TestReviewKeyIDWithoutAuth(t *testing.T) {
 	defer noLeaks(t)()
 	rh := newReviewHarness(t)
-	env := rh.srv.Env
-	rh.srv.Env = func(name string) string {
-		if name == "CONTRACTD_TEST_CLIENT_KEYS" {
-			return ""
-		}
-		return env(name)
-	}
+	setEnv(rh.srv, "CONTRACTD_TEST_CLIENT_KEYS", "")
 	rh.srv.Swap(rh.srv.Runtime())
 	r := rh.call("POST", "/v1/chat/completions", classifyReq, "")
 	if r.Status != 422 {
@@ -380,13 +374,7 @@ func TestReviewWaitOverCapIsCut(t *testing.T) {
 func TestAdminKeysNamedButEmptyFailClosed(t *testing.T) {
 	defer noLeaks(t)()
 	rh := newReviewHarness(t)
-	env := rh.srv.Env
-	rh.srv.Env = func(name string) string {
-		if name == "CONTRACTD_TEST_ADMIN_KEYS" {
-			return " , "
-		}
-		return env(name)
-	}
+	setEnv(rh.srv, "CONTRACTD_TEST_ADMIN_KEYS", " , ")
 	rh.srv.Swap(rh.srv.Runtime())
 	adminOnly := httptest.NewServer(rh.srv.AdminGate(&Admin{Reviews: rh.srv.ReviewAdmin()}, false))
 	defer adminOnly.Close()

@@ -65,12 +65,7 @@ func newReviewHarness(t *testing.T) *reviewHarness {
 		filepath.Join(dir, "review-spool.jsonl"), nil)
 	rh.q.Retry = 20 * time.Millisecond
 	h.srv.Reviews = rh.q
-	h.srv.Env = func(name string) string {
-		if name == "CONTRACTD_TEST_ADMIN_KEYS" {
-			return adminKey
-		}
-		return testEnv(name)
-	}
+	setEnv(h.srv, "CONTRACTD_TEST_ADMIN_KEYS", adminKey)
 	rt := *h.rt
 	rt.Server.AdminKeysEnv = "CONTRACTD_TEST_ADMIN_KEYS"
 	rt.Review.DedupeWindow = 0 // these tests make several items of one body
