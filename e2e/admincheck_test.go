@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"path/filepath"
 	"reflect"
-	"strings"
 	"testing"
 )
 
@@ -20,13 +19,10 @@ func TestAdminCheckIsTheCheckVerdict(t *testing.T) {
 	t.Parallel()
 	up := newUpstream(t, byModel)
 	dir := t.TempDir()
-	text := strings.Replace(renderConfig(cfgOpts{upstream: up.URL()}), "      labels: [{path: /sentiment, set: sentiment}]",
-		"      labels: [{path: /sentiment, set: sentiment}]\n      prompt_leak: true\n      evidence: [{path: /quote, source: /text}]", 1)
-	text = strings.Replace(text, "        summary: {type: string, maxLength: 200}",
-		"        summary: {type: string, maxLength: 200}\n        quote: {type: string}", 1)
-	if !strings.Contains(text, "prompt_leak: true") || !strings.Contains(text, "quote: {type: string}") {
-		t.Fatal("the base config's contract moved")
-	}
+	text := edited(t, renderConfig(cfgOpts{upstream: up.URL()}), "      labels: [{path: /sentiment, set: sentiment}]",
+		"      labels: [{path: /sentiment, set: sentiment}]\n      prompt_leak: true\n      evidence: [{path: /quote, source: /text}]")
+	text = edited(t, text, "        summary: {type: string, maxLength: 200}",
+		"        summary: {type: string, maxLength: 200}\n        quote: {type: string}")
 	cfg := writeConfig(t, dir, text)
 	d := startDaemon(t, cfg, baseEnv())
 	inputFile := filepath.Join(dir, "input.json")

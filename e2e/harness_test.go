@@ -280,6 +280,34 @@ func (d *daemon) logLine(timeout time.Duration, match func(map[string]any) bool)
 	return found, ok
 }
 
+// sighup sends SIGHUP and reports whether, within timeout, one more log
+// line than before matches (reloaded or refused): the outcome of this
+// reload, not of an earlier one.
+func (d *daemon) sighup(timeout time.Duration, match func(map[string]any) bool) bool {
+	d.t.Helper()
+	n := d.countLog(match)
+	d.signal(syscall.SIGHUP)
+	return waitFor(timeout, func() bool { return d.countLog(match) > n })
+}
+
+// refusesToStart waits for a serve that must not start: it exits non-zero
+// before it listens, and its stderr holds every one of why.
+func (d *daemon) refusesToStart(why ...string) {
+	d.t.Helper()
+	if code := d.wait(10 * time.Second); code == 0 {
+		d.t.Fatalf("serve started; want it refused, saying %q", why)
+	}
+	errText := d.stderr.String()
+	for _, w := range why {
+		if !strings.Contains(errText, w) {
+			d.t.Errorf("stderr does not say %q:\n%s", w, errText)
+		}
+	}
+	if strings.Contains(errText, `"listening"`) {
+		d.t.Errorf("serve listened before refusing:\n%s", errText)
+	}
+}
+
 func (d *daemon) countLog(match func(map[string]any) bool) int {
 	n := 0
 	for _, m := range d.stderr.JSON() {
@@ -513,6 +541,17 @@ func serveBase(t *testing.T, dir string) (*fakeUpstream, *daemon) {
 	return up, startDaemon(t, writeConfig(t, dir, renderConfig(cfgOpts{upstream: up.URL()})), baseEnv())
 }
 
+// edited is text with its first old replaced by new. A text without old
+// fails the test: the base config has moved, and an edit that silently did
+// nothing would leave the test proving nothing.
+func edited(t testing.TB, text, old, new string) string {
+	t.Helper()
+	if !strings.Contains(text, old) {
+		t.Fatalf("the config has no %q to edit", old)
+	}
+	return strings.Replace(text, old, new, 1)
+}
+
 // writeConfig writes text to dir/contractd.yaml and returns its path.
 func writeConfig(t testing.TB, dir, text string) string {
 	t.Helper()
@@ -582,7 +621,14 @@ var httpClient = &http.Client{Timeout: 20 * time.Second}
 // post sends a chat completion request with the client's key.
 func post(t *testing.T, d *daemon, body string) (*http.Response, []byte) {
 	t.Helper()
-	resp, b := postNoFatal(d, body)
+	return postAs(t, d, clientKey, body)
+}
+
+// postAs is post with key as the bearer token; "" sends no Authorization
+// header, as a client of a server without keys does.
+func postAs(t *testing.T, d *daemon, key, body string) (*http.Response, []byte) {
+	t.Helper()
+	resp, b := sendChat(d, key, body)
 	if resp == nil {
 		t.Fatalf("POST: %s", b)
 	}
@@ -592,8 +638,15 @@ func post(t *testing.T, d *daemon, body string) (*http.Response, []byte) {
 // postNoFatal is post for goroutines: a transport error returns a nil
 // response and the error's text.
 func postNoFatal(d *daemon, body string) (*http.Response, []byte) {
+	return sendChat(d, clientKey, body)
+}
+
+// sendChat is the request behind post, postAs and postNoFatal.
+func sendChat(d *daemon, key, body string) (*http.Response, []byte) {
 	req, _ := http.NewRequest(http.MethodPost, d.BaseURL()+"/chat/completions", strings.NewReader(body))
-	req.Header.Set("Authorization", "Bearer "+clientKey)
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := httpClient.Do(req)
 	if err != nil {

@@ -139,9 +139,7 @@ func TestReloadOnSIGHUP(t *testing.T) {
 	// member); SIGHUP makes the new contract apply at once.
 	writeFile(t, schema, `{"type":"object","required":["sentiment","summary","confidence"],"additionalProperties":false,
   "properties":{"sentiment":{"type":"string"},"summary":{"type":"string"},"confidence":{"type":"number"}}}`)
-	n := d.countLog(reloaded("sighup"))
-	d.signal(syscall.SIGHUP)
-	if !waitFor(2*time.Second, func() bool { return d.countLog(reloaded("sighup")) > n }) {
+	if !d.sighup(2*time.Second, reloaded("sighup")) {
 		t.Fatalf("no reload after SIGHUP")
 	}
 	resp, body := post(t, d, reviewBody("review-sentiment", "Fine."))
@@ -280,18 +278,7 @@ func TestServeRefusesUnsetAPIKeyEnv(t *testing.T) {
 	cfg := writeConfig(t, t.TempDir(), renderConfig(cfgOpts{upstream: up.URL()}))
 	env := baseEnv()
 	delete(env, "OPENAI_API_KEY")
-	d := startProcess(t, env, "serve", "-c", cfg)
-	code := d.wait(10 * time.Second)
-	if code == 0 {
-		t.Fatalf("serve started without OPENAI_API_KEY")
-	}
-	errText := d.stderr.String()
-	if !strings.Contains(errText, "OPENAI_API_KEY") || !strings.Contains(errText, "not set") {
-		t.Errorf("stderr does not name the unset variable:\n%s", errText)
-	}
-	if strings.Contains(errText, `"listening"`) {
-		t.Errorf("serve listened before refusing:\n%s", errText)
-	}
+	startProcess(t, env, "serve", "-c", cfg).refusesToStart("OPENAI_API_KEY", "not set")
 	if len(up.Requests()) != 0 {
 		t.Errorf("the upstream was called")
 	}
@@ -302,17 +289,11 @@ func TestServeRefusesUnsetExpandedVariable(t *testing.T) {
 	up := newUpstream(t, byModel)
 	text := strings.Replace(renderConfig(cfgOpts{upstream: up.URL()}), "base_url: "+up.URL(), "base_url: ${E2E_UPSTREAM_URL}", 1)
 	cfg := writeConfig(t, t.TempDir(), text)
-	d := startProcess(t, baseEnv(), "serve", "-c", cfg)
-	if code := d.wait(10 * time.Second); code == 0 {
-		t.Fatalf("serve started with ${E2E_UPSTREAM_URL} unset")
-	}
-	if !strings.Contains(d.stderr.String(), "E2E_UPSTREAM_URL") {
-		t.Errorf("stderr does not name the unset variable:\n%s", d.stderr)
-	}
+	startProcess(t, baseEnv(), "serve", "-c", cfg).refusesToStart("E2E_UPSTREAM_URL")
 	// Set, it is expanded.
 	env := baseEnv()
 	env["E2E_UPSTREAM_URL"] = up.URL()
-	d = startDaemon(t, cfg, env)
+	d := startDaemon(t, cfg, env)
 	assertServes(t, d, "review-sentiment", goodContent)
 }
 

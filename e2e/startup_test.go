@@ -24,24 +24,14 @@ func TestServeNeedsARoute(t *testing.T) {
 	routeless := full[:i+1]
 
 	cfg := writeConfig(t, t.TempDir(), routeless)
-	d := startProcess(t, baseEnv(), "serve", "-c", cfg)
-	if code := d.wait(10 * time.Second); code == 0 {
-		t.Fatalf("serve started with no route")
-	}
-	errText := d.stderr.String()
-	if !strings.Contains(errText, "serve needs at least one route") {
-		t.Errorf("stderr does not say why:\n%s", errText)
-	}
-	if strings.Contains(errText, `"listening"`) {
-		t.Errorf("serve listened before refusing:\n%s", errText)
-	}
+	startProcess(t, baseEnv(), "serve", "-c", cfg).refusesToStart("serve needs at least one route")
 	// validate accepts the same file (a prompt no route uses is a warning).
 	if _, errOut, code := runCLI(t, "", "validate", "-c", cfg); code != 0 {
 		t.Errorf("validate: exit %d\n%s", code, errOut)
 	}
 
 	dir := t.TempDir()
-	d = startDaemon(t, writeConfig(t, dir, full), baseEnv())
+	d := startDaemon(t, writeConfig(t, dir, full), baseEnv())
 	assertServes(t, d, "review-sentiment", goodContent)
 	writeConfig(t, dir, routeless)
 	d.signal(syscall.SIGHUP)
@@ -83,15 +73,7 @@ func TestServeWithoutClientKeysWarns(t *testing.T) {
 			if _, ok := d.logLine(2*time.Second, warned); !ok {
 				t.Errorf("no start-up warning about running without client keys:\n%s", d.stderr.String())
 			}
-			req, _ := http.NewRequest(http.MethodPost, d.BaseURL()+"/chat/completions",
-				strings.NewReader(reviewBody("review-sentiment", "The delivery was fast and the food was great.")))
-			req.Header.Set("Content-Type", "application/json")
-			resp, err := httpClient.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			b, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
+			resp, b := postAs(t, d, "", reviewBody("review-sentiment", "The delivery was fast and the food was great."))
 			if resp.StatusCode != 200 {
 				t.Errorf("no Authorization header without keys: status %d: %s", resp.StatusCode, b)
 			}
@@ -115,15 +97,7 @@ func TestReloadNeverDropsClientAuth(t *testing.T) {
 	base := renderConfig(cfgOpts{upstream: up.URL()})
 	d := startDaemon(t, writeConfig(t, dir, base), baseEnv())
 	noKey := func() int {
-		req, _ := http.NewRequest(http.MethodPost, d.BaseURL()+"/chat/completions",
-			strings.NewReader(reviewBody("review-sentiment", "The delivery was fast and the food was great.")))
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := httpClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
+		resp, _ := postAs(t, d, "", reviewBody("review-sentiment", "The delivery was fast and the food was great."))
 		return resp.StatusCode
 	}
 	if s := noKey(); s != 401 {
@@ -133,14 +107,8 @@ func TestReloadNeverDropsClientAuth(t *testing.T) {
 		"  api_keys_env: CONTRACTD_API_KEYZ\n", // a variable not set
 		"",                                     // the line removed
 	} {
-		text := strings.Replace(base, "  api_keys_env: CONTRACTD_API_KEYS\n", edit, 1)
-		if text == base {
-			t.Fatal("the base config has no api_keys_env line")
-		}
-		writeConfig(t, dir, text)
-		n := d.countLog(refused("sighup"))
-		d.signal(syscall.SIGHUP)
-		if !waitFor(reloadWindow, func() bool { return d.countLog(refused("sighup")) > n }) {
+		writeConfig(t, dir, edited(t, base, "  api_keys_env: CONTRACTD_API_KEYS\n", edit))
+		if !d.sighup(reloadWindow, refused("sighup")) {
 			t.Errorf("edit %d: the reload that leaves no client key was not refused", i)
 		}
 		if s := noKey(); s != 401 {
@@ -162,17 +130,8 @@ func TestServeRefusesClientKeysThatHoldNoKey(t *testing.T) {
 	up := newUpstream(t, byModel)
 	env := baseEnv()
 	env["CONTRACTD_API_KEYS"] = " , "
-	d := startProcess(t, env, "serve", "-c", writeConfig(t, t.TempDir(), renderConfig(cfgOpts{upstream: up.URL()})))
-	if code := d.wait(10 * time.Second); code == 0 {
-		t.Fatal("serve started with an api_keys_env that holds no key")
-	}
-	errText := d.stderr.String()
-	if !strings.Contains(errText, "CONTRACTD_API_KEYS holds no key") {
-		t.Errorf("stderr does not say why:\n%s", errText)
-	}
-	if strings.Contains(errText, `"listening"`) {
-		t.Errorf("serve listened before refusing:\n%s", errText)
-	}
+	startProcess(t, env, "serve", "-c", writeConfig(t, t.TempDir(), renderConfig(cfgOpts{upstream: up.URL()}))).
+		refusesToStart("CONTRACTD_API_KEYS holds no key")
 }
 
 // Nor does a reload turn the admin keys off: with admin_keys_env in force,
@@ -183,11 +142,8 @@ func TestReloadNeverDropsAdminAuth(t *testing.T) {
 	up := newUpstream(t, byModel)
 	dir := t.TempDir()
 	base := renderConfig(cfgOpts{upstream: up.URL()})
-	keyed := strings.Replace(base, "  api_keys_env: CONTRACTD_API_KEYS\n",
-		"  api_keys_env: CONTRACTD_API_KEYS\n  admin_keys_env: CONTRACTD_ADMIN_KEYS\n", 1)
-	if keyed == base {
-		t.Fatal("the base config has no api_keys_env line to extend")
-	}
+	keyed := edited(t, base, "  api_keys_env: CONTRACTD_API_KEYS\n",
+		"  api_keys_env: CONTRACTD_API_KEYS\n  admin_keys_env: CONTRACTD_ADMIN_KEYS\n")
 	env := baseEnv()
 	env["CONTRACTD_ADMIN_KEYS"] = "e2e-admin-key"
 	d := startDaemon(t, writeConfig(t, dir, keyed), env)
@@ -211,9 +167,7 @@ func TestReloadNeverDropsAdminAuth(t *testing.T) {
 		t.Fatalf("premise: /admin/reviews without a key %d, with the admin key %d", s, k)
 	}
 	writeConfig(t, dir, base)
-	n := d.countLog(refused("sighup"))
-	d.signal(syscall.SIGHUP)
-	if !waitFor(reloadWindow, func() bool { return d.countLog(refused("sighup")) > n }) {
+	if !d.sighup(reloadWindow, refused("sighup")) {
 		t.Error("the reload without admin_keys_env was not refused")
 	}
 	if s := list(""); s != 401 {

@@ -44,11 +44,8 @@ func TestReloadWatchesOnlyItsFiles(t *testing.T) {
 
 	// Audit to a file beside the config, and log warnings only.
 	auditPath := filepath.Join(dir, "audit.jsonl")
-	next := strings.Replace(renderConfig(cfgOpts{upstream: up.URL()}), "audit:\n  sink: stdout", "audit:\n  sink: file\n  path: audit.jsonl", 1)
-	next = strings.Replace(next, "server:\n", "server:\n  log_level: warn\n", 1)
-	if next == renderConfig(cfgOpts{upstream: up.URL()}) {
-		t.Fatal("the config edit did not apply")
-	}
+	next := edited(t, renderConfig(cfgOpts{upstream: up.URL()}), "audit:\n  sink: stdout", "audit:\n  sink: file\n  path: audit.jsonl")
+	next = edited(t, next, "server:\n", "server:\n  log_level: warn\n")
 	writeConfig(t, dir, next)
 	if _, ok := d.logLine(reloadWindow+time.Second, reloaded("file")); !ok {
 		t.Fatal("no reload after the config changed")
