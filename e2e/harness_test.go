@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -601,6 +602,22 @@ func (d *daemon) metrics(t *testing.T) []byte {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return b
+}
+
+// metricValue is the value of the unlabelled series name on /metrics as a
+// whole number; -1 when the series is missing.
+func (d *daemon) metricValue(t *testing.T, name string) int64 {
+	t.Helper()
+	for _, line := range strings.Split(string(d.metrics(t)), "\n") {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				t.Fatalf("%q: %v", line, err)
+			}
+			return int64(f)
+		}
+	}
+	return -1
 }
 
 func reviewBody(route, text string) string {

@@ -2,29 +2,11 @@ package e2e
 
 import (
 	"fmt"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/contractd/contractd/internal/memlimit"
 )
-
-// memoryLimitMetric is contractd_memory_limit_bytes as the binary reports
-// it (-1 when the series is missing).
-func memoryLimitMetric(t *testing.T, d *daemon) int64 {
-	t.Helper()
-	for _, line := range strings.Split(string(d.metrics(t)), "\n") {
-		if v, ok := strings.CutPrefix(line, "contractd_memory_limit_bytes "); ok {
-			f, err := strconv.ParseFloat(v, 64)
-			if err != nil {
-				t.Fatalf("%q: %v", line, err)
-			}
-			return int64(f)
-		}
-	}
-	return -1
-}
 
 // server.memory_limit sets Go's soft memory limit in the serving process:
 // a size as written, off as none, auto as 80 % of the cgroup limit (none
@@ -40,7 +22,7 @@ func TestMemoryLimitApplied(t *testing.T) {
 	}
 	cfg := writeConfig(t, dir, with("256MiB"))
 	d := startDaemon(t, cfg, baseEnv())
-	if got := memoryLimitMetric(t, d); got != 256<<20 {
+	if got := d.metricValue(t, "contractd_memory_limit_bytes"); got != 256<<20 {
 		t.Fatalf("memory_limit 256MiB: the process reports %d", got)
 	}
 	auto := memlimit.Cgroup("/") / 10 * 8
@@ -52,7 +34,7 @@ func TestMemoryLimitApplied(t *testing.T) {
 		if !d.sighup(3*time.Second, reloaded("sighup")) {
 			t.Fatalf("%s: no reload after SIGHUP", tc.value)
 		}
-		if got := memoryLimitMetric(t, d); got != tc.want {
+		if got := d.metricValue(t, "contractd_memory_limit_bytes"); got != tc.want {
 			t.Errorf("memory_limit %s after a reload: the process reports %d, want %d", tc.value, got, tc.want)
 		}
 	}
@@ -60,7 +42,7 @@ func TestMemoryLimitApplied(t *testing.T) {
 	env := baseEnv()
 	env["GOMEMLIMIT"] = fmt.Sprint(100 << 20)
 	d2 := startDaemon(t, writeConfig(t, t.TempDir(), with("256MiB")), env)
-	if got := memoryLimitMetric(t, d2); got != 100<<20 {
+	if got := d2.metricValue(t, "contractd_memory_limit_bytes"); got != 100<<20 {
 		t.Errorf("GOMEMLIMIT 100 MiB with memory_limit 256MiB: the process reports %d", got)
 	}
 }

@@ -59,6 +59,22 @@ func storedReviewID(body []byte) (string, bool) {
 	return e.Error.Review.ID, true
 }
 
+// needsReview sends text to review-always-bad, whose every answer fails
+// its contract, and returns the id of the review item the 422 says is
+// stored.
+func needsReview(t *testing.T, d *daemon, text string) string {
+	t.Helper()
+	resp, body := post(t, d, reviewBody("review-always-bad", text))
+	if resp.StatusCode != 422 {
+		t.Fatalf("status %d: %s", resp.StatusCode, body)
+	}
+	id, ok := storedReviewID(body)
+	if !ok {
+		t.Fatalf("the 422 names no stored review item: %s", body)
+	}
+	return id
+}
+
 func adminGet(t *testing.T, d *daemon, path string) (int, map[string]any) {
 	t.Helper()
 	resp, err := http.Get("http://" + d.Admin + path)

@@ -1,11 +1,8 @@
 package e2e
 
 import (
-	"encoding/json"
 	"io"
 	"net/http"
-	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -17,16 +14,7 @@ import (
 func TestReviewWaitEndsOnDrain(t *testing.T) {
 	t.Parallel()
 	_, d := serveBase(t, t.TempDir())
-	resp, body := post(t, d, reviewBody("review-always-bad", "Cold soup."))
-	if resp.StatusCode != 422 {
-		t.Fatalf("status %d: %s", resp.StatusCode, body)
-	}
-	var e struct {
-		Error struct {
-			Review struct{ ID string } `json:"review"`
-		} `json:"error"`
-	}
-	_ = json.Unmarshal(body, &e)
+	id := needsReview(t, d, "Cold soup.")
 	type answer struct {
 		status int
 		body   string
@@ -39,7 +27,7 @@ func TestReviewWaitEndsOnDrain(t *testing.T) {
 	pollClient := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
 	before := apiConnections(t, d)
 	go func() {
-		req, _ := http.NewRequest("GET", d.BaseURL()+"/reviews/"+e.Error.Review.ID+"?wait=60s", nil)
+		req, _ := http.NewRequest("GET", d.BaseURL()+"/reviews/"+id+"?wait=60s", nil)
 		req.Header.Set("Authorization", "Bearer "+clientKey)
 		resp, err := pollClient.Do(req)
 		if err != nil {
@@ -77,18 +65,12 @@ func TestReviewWaitEndsOnDrain(t *testing.T) {
 }
 
 // apiConnections is contractd_connections_open: the connections contractd
-// has accepted on listen (its accept loop's next slot included).
+// has accepted on listen and not yet closed.
 func apiConnections(t *testing.T, d *daemon) int64 {
 	t.Helper()
-	for _, line := range strings.Split(string(d.metrics(t)), "\n") {
-		if v, ok := strings.CutPrefix(line, "contractd_connections_open "); ok {
-			f, err := strconv.ParseFloat(v, 64)
-			if err != nil {
-				t.Fatalf("%q: %v", line, err)
-			}
-			return int64(f)
-		}
+	n := d.metricValue(t, "contractd_connections_open")
+	if n < 0 {
+		t.Fatalf("no contractd_connections_open on /metrics")
 	}
-	t.Fatalf("no contractd_connections_open on /metrics")
-	return 0
+	return n
 }
