@@ -266,9 +266,9 @@ func (ir *inputReader) items(in jsontext.Value) *APIError {
 			ir.add(role, content.Bytes(), stringValue(content.Bytes()), true)
 		case '[':
 			ir.add(role, content.Bytes(), strings.Join(texts, "\n"), false)
-		case 0, 'n':
+		case 0:
 			return badRequest(CodeInvalidJSON, itemParam(i, ".content"), "each input message needs content: a string or a list of input_text parts")
-		default:
+		default: // null among them: not content on this edge, whatever the role
 			return badMessageContent(i)
 		}
 	}

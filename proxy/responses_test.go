@@ -187,7 +187,10 @@ func TestResponsesBadRequests(t *testing.T) {
 		{"part without type", "", `{"model":"free","input":[{"role":"user","content":[{"text":"q"}]}]}`, 400, CodeInvalidMessage, "input[0].content"},
 		{"part type a number", "", `{"model":"free","input":[{"type":"message","role":"user","content":[{"type":1,"text":"q"}]}]}`, 400, CodeInvalidMessage, "input[0].content"},
 		{"content missing", "", `{"model":"free","input":[{"role":"user"}]}`, 400, CodeInvalidJSON, "input[0].content"},
-		{"content null", "", `{"model":"free","input":[{"role":"user","content":null}]}`, 400, CodeInvalidJSON, "input[0].content"},
+		// null is not content on this edge (a string or input_text parts):
+		// a client's bad value, named like the others, not a JSON error.
+		{"content null", "", `{"model":"free","input":[{"role":"user","content":null}]}`, 400, CodeInvalidMessage, "input[0].content"},
+		{"assistant content null", "", `{"model":"free","input":[{"role":"user","content":"q"},{"role":"assistant","content":null}]}`, 400, CodeInvalidMessage, "input[1].content"},
 		{"instructions on reject", "", `{"model":"free","input":"q","instructions":"be terse"}`, 400, CodeClientSystem, "instructions"},
 		{"system item on reject", "", `{"model":"free","input":[{"role":"developer","content":"x"},{"role":"user","content":"q"}]}`, 400, CodeClientSystem, "input"},
 		{"instructions not a string", "", `{"model":"free-drop","input":"q","instructions":[1]}`, 400, CodeInvalidJSON, "instructions"},
