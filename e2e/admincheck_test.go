@@ -34,16 +34,23 @@ func TestAdminCheckIsTheCheckVerdict(t *testing.T) {
 		"quotes the given input":   `{"sentiment":"negative","summary":"slow","quote":"long wait"}`,
 		"plain valid":              goodContent,
 	}
+	// The input as an object, or as a string: the --input file's text,
+	// which is decoded as check decodes the file.
+	inputs := map[string]any{
+		"":                     nil,
+		", with input":         map[string]any{"text": "Cold soup and a long wait."},
+		", with input as text": `{"text":"Cold soup and a long wait."}`,
+	}
 	for name, out := range outputs {
-		for _, withInput := range []bool{false, true} {
-			t.Run(name+map[bool]string{false: "", true: ", with input"}[withInput], func(t *testing.T) {
+		for suffix, input := range inputs {
+			t.Run(name+suffix, func(t *testing.T) {
 				outFile := filepath.Join(t.TempDir(), "out.json")
 				writeFile(t, outFile, out)
 				args := []string{"check", "-c", cfg, "--route", "review-sentiment"}
 				body := map[string]any{"route": "review-sentiment", "output": out}
-				if withInput {
+				if input != nil {
 					args = append(args, "--input", inputFile)
-					body["input"] = map[string]any{"text": "Cold soup and a long wait."}
+					body["input"] = input
 				}
 				stdout, stderr, code := runCLI(t, "", append(args, outFile)...)
 				if code != 0 && code != 1 {

@@ -488,16 +488,20 @@ func (s *Server) adminCheck(w http.ResponseWriter, r *http.Request) {
 		writeError(w, missingField("route"))
 		return
 	}
+	// The input as `contractd check --input FILE` reads its file: a
+	// string is the file's text, an object (or any other JSON value) the
+	// file holding that JSON. Either way the text is the last user message,
+	// and the input object is that text decoded when it is JSON.
 	subj := contracts.Subject{}
 	if len(b.Input) > 0 && string(b.Input) != "null" {
+		text := []byte(b.Input)
 		var str string
 		if json.Unmarshal(b.Input, &str) == nil {
-			subj.LastUser, subj.HasLastUser = str, true
-		} else {
-			subj.LastUser, subj.HasLastUser = string(b.Input), true
-			if v, err := contracts.DecodeJSON(b.Input); err == nil {
-				subj.Input = v
-			}
+			text = []byte(str)
+		}
+		subj.LastUser, subj.HasLastUser = string(text), true
+		if v, err := contracts.DecodeJSON(text); err == nil {
+			subj.Input = v
 		}
 	}
 	if route != nil {
