@@ -172,6 +172,16 @@ func (s *Server) attempts(ctx context.Context, r *http.Request, x *exchange, p *
 		ab, aerr := p.build(a, body.b)
 		if aerr != nil {
 			body.done()
+			if n > 1 {
+				// The prompt rendered attempt 1's input but not this
+				// attempt's shortened one: the plan ends here, as when the
+				// budget stops it, with the attempts made (paid for, and
+				// failed) kept for review rather than a 400 blaming an
+				// input attempt 1 accepted.
+				x.logger().Warn("attempt not run: the shortened input cannot fill the route's prompt",
+					"route", route.Name, "attempt", n, "cause", aerr.Message)
+				return v, s.review(x, p, v, CodeContractViolation)
+			}
 			return nil, aerr
 		}
 		body.b = ab.Body // ab.Body is not used past the call

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/contractd/contractd/audit"
 	"github.com/contractd/contractd/internal/testkit"
 	"github.com/contractd/contractd/retry"
 )
@@ -356,5 +357,60 @@ func TestKeylessUpstreamGetsNoClientKey(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// A prompt that renders with the client's input but not with the input a
+// later attempt shortens (here `slice` past the cut text's end) ends the
+// plan there: the client has paid for attempt 1, which failed the
+// contract, so it gets the 422 needs_review of the attempts made, as when
+// the budget stops the next attempt, not a 400 blaming an input attempt 1
+// accepted.
+func TestShortenedInputThatCannotRender(t *testing.T) {
+	const yaml = `
+server: {api_keys_env: CONTRACTD_TEST_CLIENT_KEYS}
+audit: {sink: none}
+upstreams:
+  - {name: up, base_url: @UP@, api_key_env: CONTRACTD_TEST_UPSTREAM_KEY, timeout: 1s, max_retries: 0}
+prompts:
+  - name: opening
+    input_schema: {type: object, required: [body], properties: {body: {type: string}}}
+    example_input: {body: "An example body that is long enough for the opening slice of the template."}
+    system: "Answer as JSON."
+    user: "Opening: {{ slice .Input.body 0 40 }}"
+contracts:
+  - name: answer
+    schema: {type: object, required: [answer], additionalProperties: false, properties: {answer: {type: string}}}
+routes:
+  - name: opening
+    upstream: up
+    model: m
+    prompt: opening
+    contract: answer
+    temperature: 0.7
+    retry:
+      - {temperature: 0.7}
+      - {temperature: 0, shorten: {ratio: 0.1, keep: head}}
+`
+	up := newFakeUpstream(t, always("not json"))
+	rt := testkit.LoadRuntime(t, filepath.Join("testdata", "contractd.yaml"), strings.ReplaceAll(yaml, "@UP@", up.URL()))
+	h := serveHarness(t, up, rt, cfg{}, nil)
+	body := `{"model":"opening","messages":[],"contract_input":{"body":"` + strings.Repeat("word ", 40) + `"}}`
+	r := h.post("", body)
+	wantError(t, r, 422, "needs_review", "contract_violation", nil)
+	if h.up.Hits() != 1 {
+		t.Errorf("upstream hits %d, want 1 (attempt 2 cannot be built)", h.up.Hits())
+	}
+	wantContractHeaders(t, r, "opening", 1)
+	rv, _ := r.errorObj()["review"].(map[string]any)
+	if atts, _ := rv["attempts"].([]any); len(atts) != 1 {
+		t.Errorf("review attempts %v, want attempt 1 only", rv["attempts"])
+	}
+	if msg, _ := r.errorObj()["message"].(string); !strings.HasPrefix(msg, "needs review "+r.Header.Get("X-Request-Id")+": 1 attempts failed (not_json at root)") {
+		t.Errorf("message %q", msg)
+	}
+	ev := h.sink.waitEvent(t, r.Header.Get("X-Request-Id"))
+	if ev.Outcome != audit.OutcomeNeedsReview || ev.Status != 422 || len(ev.Attempts) != 1 {
+		t.Errorf("audit outcome %q status %d attempts %d", ev.Outcome, ev.Status, len(ev.Attempts))
 	}
 }
