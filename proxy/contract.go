@@ -107,6 +107,11 @@ func (s *Server) contract(ctx context.Context, w http.ResponseWriter, r *http.Re
 		switch {
 		case aerr.Status == http.StatusBadRequest:
 			outcome = audit.OutcomeRejected
+		case aerr.Code == CodeServerBusy:
+			// No room to hold the upstream's reply: contractd refused the
+			// request, as it refuses a body it has no room for; the
+			// upstream did not fail.
+			outcome = audit.OutcomeRejected
 		case aerr.Status >= 500:
 			outcome = audit.OutcomeUpstreamError
 		case r.Context().Err() != nil:

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/contractd/contractd/audit"
 	"github.com/contractd/contractd/internal/testkit"
 )
 
@@ -125,6 +126,11 @@ func TestUpstreamReplyCountsInInflight(t *testing.T) {
 	if h.up.Hits() != 1 {
 		t.Errorf("upstream hits %d: a reply refused for room is not retried", h.up.Hits())
 	}
+	// contractd refused it, the upstream answered: rejected, as a body
+	// refused for room is (TestServerBusyIsRejected), not upstream_error.
+	if ev := h.sink.waitEvent(t, r.Header.Get("X-Request-Id")); ev.Outcome != audit.OutcomeRejected || ev.Status != 503 || ev.ErrorCode != "server_busy" {
+		t.Errorf("audit outcome %q status %d code %q, want rejected 503 server_busy", ev.Outcome, ev.Status, ev.ErrorCode)
+	}
 	h.srv.inflight.release(held)
 	if r := h.post("", body); r.Status != 200 {
 		t.Fatalf("with room: %d %s", r.Status, r.Body)
@@ -152,5 +158,28 @@ func TestSmallInflightBudgetServesChunkedReplies(t *testing.T) {
 	}
 	if el := time.Since(start); el > 900*time.Millisecond {
 		t.Errorf("took %v: the reply waited for room it should have had", el)
+	}
+}
+
+// A request refused 503 server_busy (no room in max_inflight_bytes for its
+// body within the busy wait) is audited, and counted in
+// contractd_requests_total, with outcome rejected: contractd refused it and
+// no upstream was called, so it is not an upstream_error.
+func TestServerBusyIsRejected(t *testing.T) {
+	h := newHarness(t, always(validAnswer), cfg{ServerExtra: "  max_inflight_bytes: 4096"})
+	if err := h.srv.inflight.acquire(context.Background(), 4096, 4096); err != nil {
+		t.Fatal(err)
+	}
+	r := h.post("", `{"model":"free","messages":[`+userHi+`]}`)
+	h.srv.inflight.release(4096)
+	wantError(t, r, 503, "server_error", "server_busy", nil)
+	if r.Header.Get("Retry-After") != "1" {
+		t.Errorf("Retry-After %q", r.Header.Get("Retry-After"))
+	}
+	if ev := h.sink.waitEvent(t, r.Header.Get("X-Request-Id")); ev.Outcome != audit.OutcomeRejected || ev.Status != 503 || ev.ErrorCode != "server_busy" {
+		t.Errorf("audit outcome %q status %d code %q, want rejected 503 server_busy", ev.Outcome, ev.Status, ev.ErrorCode)
+	}
+	if h.up.Hits() != 0 {
+		t.Errorf("upstream called %d times", h.up.Hits())
 	}
 }
