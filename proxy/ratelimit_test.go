@@ -520,3 +520,37 @@ func TestRateLimiterTrip(t *testing.T) {
 		})
 	}
 }
+
+// A review poll (GET /v1/reviews/{id}, with or without ?wait=) is a
+// request of its client key like a chat completion: it takes a token from
+// the key's bucket, after auth, and gets 429 with Retry-After when none is
+// left, so a client polling in a loop cannot load the review store past
+// the key's rate. Both kinds of request share the one bucket.
+func TestRateLimitCountsReviewPolls(t *testing.T) {
+	h := newHarness(t, always(validAnswer), cfg{ServerExtra: "  rate_limit: {requests_per_second: 0.2, burst: 2}"})
+	const poll = "/v1/reviews/req_0123456789abcdef01234567"
+	for i := 0; i < 2; i++ {
+		if r := h.get(poll, clientKey); r.Status != 404 {
+			t.Fatalf("poll %d: %d %s, want 404 review_not_found", i+1, r.Status, r.Body)
+		}
+	}
+	r := h.get(poll+"?wait=1s", clientKey)
+	wantError(t, r, 429, "rate_limit_error", "rate_limit_exceeded", nil)
+	if r.Header.Get("Retry-After") == "" || r.Header.Get("X-Request-Id") == "" {
+		t.Errorf("headers %v", r.Header)
+	}
+	// The polls spent the key's tokens for its chat requests too.
+	if r := h.post("", `{"model":"free","messages":[`+userHi+`]}`); r.Status != 429 {
+		t.Errorf("chat after two polls: %d, want 429", r.Status)
+	}
+	if h.up.Hits() != 0 {
+		t.Errorf("upstream hits %d", h.up.Hits())
+	}
+	// Another key has its own bucket; a wrong key is refused by auth first.
+	if r := h.get(poll, "client-key-2"); r.Status != 404 {
+		t.Errorf("other key: %d %s", r.Status, r.Body)
+	}
+	if r := h.get(poll, "nope"); r.Status != 401 {
+		t.Errorf("wrong key: %d %s", r.Status, r.Body)
+	}
+}

@@ -286,6 +286,17 @@ func (s *Server) getReview(w http.ResponseWriter, r *http.Request) {
 	if st == nil {
 		return
 	}
+	kid := ""
+	if len(st.keys) > 0 {
+		kid = keyID(bearerToken(r))
+	}
+	// A poll is a request of its key like a chat completion: it spends
+	// the key's rate limit, so a loop of polls cannot load the store
+	// (shared by every replica with postgres) past the key's rate.
+	if aerr := s.limit.allow(r.Context(), kid); aerr != nil {
+		writeError(w, aerr)
+		return
+	}
 	var wait time.Duration
 	if ws := r.URL.Query().Get("wait"); ws != "" {
 		d, err := time.ParseDuration(ws)
@@ -301,10 +312,6 @@ func (s *Server) getReview(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id := r.PathValue("id")
-	kid := ""
-	if len(st.keys) > 0 {
-		kid = keyID(bearerToken(r))
-	}
 	it, err := q.get(r.Context(), id)
 	if err == nil && it.Status == review.StatusPending && wait > 0 && it.KeyID == kid {
 		// The answer may come later than request_timeout allows a
