@@ -82,9 +82,14 @@ func openSQLite(ctx context.Context, file string, every time.Duration, restartAt
 	// database file is the owner's alone (0600, as the audit file and the
 	// spool), and SQLite gives its -wal and -shm files the database's
 	// mode. SQLite itself would create it 0644 under the usual umask. An
-	// existing file keeps the mode it has.
+	// existing file this process's user owns is made the owner's alone too
+	// (older versions created it 0644), with any -wal and -shm a previous
+	// run left; the -wal and -shm created later take the database's mode.
 	if f, err := os.OpenFile(file, os.O_RDWR|os.O_CREATE, 0o600); err == nil {
 		f.Close()
+	}
+	for _, f := range []string{file, file + "-wal", file + "-shm"} {
+		privateMode(f, euid())
 	}
 	w, err := sql.Open("sqlite", dsn)
 	if err != nil {

@@ -40,3 +40,53 @@ func TestSQLiteFilesArePrivate(t *testing.T) {
 		}
 	}
 }
+
+// A store created by an older version (0644), and the -wal and -shm a run
+// of it left behind, are made the owner's alone when contractd opens the
+// store as the files' owner; the -wal and -shm created afterwards follow
+// the database's mode.
+func TestSQLiteExistingFilesMadePrivate(t *testing.T) {
+	old := syscall.Umask(0o022)
+	defer syscall.Umask(old)
+	p := filepath.Join(t.TempDir(), "reviews.db")
+	s, err := review.OpenSQLite(context.Background(), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Create(context.Background(), storetest.NewItem("rv_old", "r", time.Now()), false); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	// As an older version left them: the database 0644, and an empty -wal
+	// and -shm (a run that did not close) 0644.
+	for _, f := range []string{p + "-wal", p + "-shm"} {
+		if err := os.WriteFile(f, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, f := range []string{p, p + "-wal", p + "-shm"} {
+		if err := os.Chmod(f, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s, err = review.OpenSQLite(context.Background(), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.Get(context.Background(), "rv_old"); err != nil {
+		t.Fatalf("the item stored before: %v", err)
+	}
+	if _, err := s.Create(context.Background(), storetest.NewItem("rv_new", "r", time.Now()), false); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{p, p + "-wal", p + "-shm"} {
+		fi, err := os.Stat(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m := fi.Mode().Perm(); m != 0o600 {
+			t.Errorf("%s has mode %v after opening, want 0600", filepath.Base(f), m)
+		}
+	}
+}
