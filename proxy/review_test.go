@@ -225,6 +225,15 @@ func TestReviewAdminErrors(t *testing.T) {
 	if len(vs) == 0 {
 		t.Fatalf("422 without violations: %s", r.Body)
 	}
+	// A needs_review 422 like any (x-should-retry), but not a request's:
+	// no attempts, so not the "needs review <id>: <n> attempts failed"
+	// message; it names the contract the correction fails.
+	if r.Header.Get("X-Should-Retry") != "false" || r.errorObj()["review"] != nil {
+		t.Errorf("x-should-retry %q, review %v", r.Header.Get("X-Should-Retry"), r.errorObj()["review"])
+	}
+	if msg, _ := r.errorObj()["message"].(string); msg != `the output does not satisfy contract "classify_v1"` {
+		t.Errorf("message %q", msg)
+	}
 	if it, _ := rh.store.Get(context.Background(), id); it.Status != review.StatusPending {
 		t.Fatal("invalid approve changed the item")
 	}
