@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -145,5 +147,60 @@ func TestReloadNamesRestartOnlyKeys(t *testing.T) {
 	// Still the admin listener it started with.
 	if ok, _ := reloadMetric(t, d); ok != 1 {
 		t.Errorf("%d successful reloads counted on the admin listener it started with, want 1", ok)
+	}
+}
+
+// TestReloadSwitchesKeysAndUpstream: a reload that names another client
+// key variable and another upstream base_url and key variable applies to
+// the next request (docs/config.md: every server setting but the listen
+// addresses follows reloads; upstreams are part of the Runtime): the old
+// client key is refused, the new one served, by the new upstream with its
+// key.
+func TestReloadSwitchesKeysAndUpstream(t *testing.T) {
+	t.Parallel()
+	up1, up2 := newUpstream(t, byModel), newUpstream(t, byModel)
+	dir := t.TempDir()
+	env := baseEnv()
+	env["CONTRACTD_API_KEYS_NEXT"] = "sk-test-e2e-next"
+	env["UPSTREAM_KEY_NEXT"] = "sk-test-e2e-upstream-next"
+	base := renderConfig(cfgOpts{upstream: up1.URL()})
+	d := startDaemon(t, writeConfig(t, dir, base), env)
+	ask := func(key string) int {
+		req, _ := http.NewRequest(http.MethodPost, d.BaseURL()+"/chat/completions", strings.NewReader(reviewBody("review-sentiment", "Fine.")))
+		req.Header.Set("Authorization", "Bearer "+key)
+		resp, err := httpClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if s := ask(clientKey); s != 200 || len(up1.Requests()) != 1 {
+		t.Fatalf("premise: %d, %d calls upstream", s, len(up1.Requests()))
+	}
+	next := strings.Replace(renderConfig(cfgOpts{upstream: up2.URL()}), "api_keys_env: CONTRACTD_API_KEYS", "api_keys_env: CONTRACTD_API_KEYS_NEXT", 1)
+	next = strings.Replace(next, "api_key_env: OPENAI_API_KEY", "api_key_env: UPSTREAM_KEY_NEXT", 1)
+	writeConfig(t, dir, next)
+	if _, ok := d.logLine(reloadWindow+time.Second, reloaded("file")); !ok {
+		t.Fatal("no reload")
+	}
+	if s := ask(clientKey); s != 401 {
+		t.Errorf("the old client key after the reload: %d, want 401", s)
+	}
+	if s := ask("sk-test-e2e-next"); s != 200 {
+		t.Errorf("the new client key after the reload: %d, want 200", s)
+	}
+	if n := len(up1.Requests()); n != 1 {
+		t.Errorf("the old upstream got %d calls, want the one before the reload", n)
+	}
+	reqs := up2.Requests()
+	if len(reqs) != 1 || reqs[0].Header.Get("Authorization") != "Bearer sk-test-e2e-upstream-next" {
+		t.Fatalf("the new upstream got %d calls (want 1, with its own key)", len(reqs))
+	}
+	for _, k := range []string{clientKey, "sk-test-e2e-next", upstreamKey, "sk-test-e2e-upstream-next"} {
+		if strings.Contains(d.stderr.String(), k) {
+			t.Errorf("a key is in the log")
+		}
 	}
 }
