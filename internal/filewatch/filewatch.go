@@ -2,10 +2,12 @@
 // changed: written in place, replaced by an atomic rename, removed and
 // created again by an editor, or swapped in through a symlink (Kubernetes
 // mounts a ConfigMap as name -> ..data/name with ..data a symlink that is
-// renamed to a new timestamped directory on every update), or its directory
-// removed or moved and created again. A directory that does not exist yet
-// is watched for from its nearest existing parent, so a file set to be
-// watched before its directory is created is seen when it appears.
+// renamed to a new timestamped directory on every update), its directory
+// removed or moved and created again, or its directory a symlink that a
+// release swaps (current -> releases/N). Each directory is also watched for
+// by name in its parent, and one that does not exist yet in its nearest
+// existing ancestor, so a file set to be watched before its directory is
+// created is seen when it appears.
 //
 // Nothing else in the files' directories costs it anything: on Linux it
 // asks inotify for name changes only (create, delete, rename) on each

@@ -29,10 +29,12 @@ type impl struct {
 	dirs  map[string]map[string]bool // directory -> watched names
 	dirWD map[int32]string           // directory watches
 	wdOf  map[string]int32           // directory -> its current watch
-	// A watched directory that does not exist (yet) is watched through
-	// its nearest existing ancestor, for the name of the missing child
-	// on the way down: ancestor watch -> names.
-	missing map[int32]map[string]bool
+	// Each watched directory is also watched for by name from above: in
+	// its parent (a directory symlink swapped, `current -> releases/N`, or
+	// the directory removed, moved or created again), or, when it does
+	// not exist (yet), in its nearest existing ancestor for the missing
+	// child on the way down. Watch -> names.
+	above map[int32]map[string]bool
 	files   map[string]int32 // watched path -> its file watch
 	fileW   map[int32]int    // file watch -> how many paths use it
 	done    chan struct{}
@@ -45,7 +47,7 @@ func (w *Watcher) start() error {
 	}
 	w.f = os.NewFile(uintptr(fd), "inotify")
 	w.dirs, w.dirWD, w.wdOf, w.files, w.fileW = map[string]map[string]bool{}, map[int32]string{}, map[string]int32{}, map[string]int32{}, map[int32]int{}
-	w.missing = map[int32]map[string]bool{}
+	w.above = map[int32]map[string]bool{}
 	w.done = make(chan struct{})
 	go w.read()
 	return nil
@@ -91,22 +93,23 @@ func (w *Watcher) watchedLocked(path string) bool {
 // and a directory that does not exist yet is watched for through its
 // nearest existing ancestor.
 func (w *Watcher) rearmLocked() {
-	clear(w.missing)
-	for dir := range w.dirs {
-		wd, err := unix.InotifyAddWatch(w.fd(), dir, dirMask)
-		if err == nil {
+	clear(w.above)
+	for dir, ns := range w.dirs {
+		if wd, err := unix.InotifyAddWatch(w.fd(), dir, dirMask); err == nil {
 			if old, ok := w.wdOf[dir]; ok && old != int32(wd) && w.dirWD[old] == dir {
 				delete(w.dirWD, old) // the directory it named is gone
 			}
 			w.wdOf[dir], w.dirWD[int32(wd)] = int32(wd), dir
-			continue
+		}
+		if len(ns) == 0 {
+			continue // kept only so a change racing a reload is not lost
 		}
 		for child, up := dir, filepath.Dir(dir); up != child; child, up = up, filepath.Dir(up) {
 			if wd, err := unix.InotifyAddWatch(w.fd(), up, dirMask); err == nil {
-				if w.missing[int32(wd)] == nil {
-					w.missing[int32(wd)] = map[string]bool{}
+				if w.above[int32(wd)] == nil {
+					w.above[int32(wd)] = map[string]bool{}
 				}
-				w.missing[int32(wd)][filepath.Base(child)] = true
+				w.above[int32(wd)][filepath.Base(child)] = true
 				break
 			}
 		}
@@ -177,16 +180,16 @@ func (w *Watcher) concernsEvent(ev *unix.InotifyEvent, name string) bool {
 	if ev.Mask&unix.IN_Q_OVERFLOW != 0 {
 		return true // events were lost: assume the worst
 	}
-	if name != "" && w.missing[ev.Wd][name] {
-		return true // a directory on the way to a watched one appeared
+	if name != "" && w.above[ev.Wd][name] {
+		return true // a watched directory, or one on the way to it, came, went or was swapped
 	}
 	if ev.Mask&(unix.IN_DELETE_SELF|unix.IN_MOVE_SELF) != 0 {
-		// A watched directory (or the ancestor watched for a missing
-		// one) removed or moved away: what its path names changes.
+		// A watched directory (or the one watched above it) removed or
+		// moved away: what its path names changes.
 		if dir, ok := w.dirWD[ev.Wd]; ok && w.wdOf[dir] == ev.Wd {
 			return len(w.dirs[dir]) > 0
 		}
-		if _, ok := w.missing[ev.Wd]; ok {
+		if _, ok := w.above[ev.Wd]; ok {
 			return true
 		}
 	}

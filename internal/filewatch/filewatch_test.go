@@ -204,3 +204,31 @@ func TestDirectoryCreatedLater(t *testing.T) {
 	write(t, filepath.Join(filepath.Dir(schema), "other.json"), "{}")
 	noChange(t, w, "another file in the directory created again")
 }
+
+// TestDirectorySymlinkSwapped: the config's directory is a symlink that a
+// release swaps (current -> releases/N, replaced by a rename): the new
+// release's config is a change, and is watched from then on.
+func TestDirectorySymlinkSwapped(t *testing.T) {
+	root := t.TempDir()
+	release := func(n int) string {
+		d := filepath.Join(root, "releases", fmt.Sprint(n))
+		must(t, os.MkdirAll(d, 0o700))
+		write(t, filepath.Join(d, "contractd.yaml"), fmt.Sprintf("v: %d\n", n))
+		return d
+	}
+	must(t, os.Symlink(release(1), filepath.Join(root, "current")))
+	cfg := filepath.Join(root, "current", "contractd.yaml")
+	w, err := New([]string{cfg})
+	must(t, err)
+	defer w.Close()
+	for n := 2; n <= 3; n++ {
+		must(t, os.Symlink(release(n), filepath.Join(root, "current.tmp")))
+		drain(w) // creating the release is no change yet
+		must(t, os.Rename(filepath.Join(root, "current.tmp"), filepath.Join(root, "current")))
+		waitChange(t, w, fmt.Sprintf("release %d swapped in", n))
+		write(t, cfg, fmt.Sprintf("v: %d.1\n", n))
+		waitChange(t, w, fmt.Sprintf("release %d's config written", n))
+	}
+	write(t, filepath.Join(root, "releases", "1", "contractd.yaml"), "v: old\n")
+	noChange(t, w, "the first release's config, swapped out")
+}
