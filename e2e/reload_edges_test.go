@@ -2,8 +2,6 @@ package e2e
 
 import (
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -132,8 +130,8 @@ func TestReloadNamesRestartOnlyKeys(t *testing.T) {
 	dir := t.TempDir()
 	up, d := serveBase(t, dir)
 	next := renderConfig(cfgOpts{upstream: up.URL(), routes: extraRoute("review-later", "fake-neutral")})
-	next = strings.Replace(next, "admin_listen: 127.0.0.1:0", "admin_listen: localhost:0", 1)
-	next = strings.Replace(next, "audit:\n", "review: {store: none}\n\naudit:\n", 1)
+	next = edited(t, next, "admin_listen: 127.0.0.1:0", "admin_listen: localhost:0")
+	next = edited(t, next, "audit:\n", "review: {store: none}\n\naudit:\n")
 	start := time.Now()
 	writeConfig(t, dir, next)
 	waitRoute(t, d, "review-later", start, reloadWindow)
@@ -166,21 +164,14 @@ func TestReloadSwitchesKeysAndUpstream(t *testing.T) {
 	base := renderConfig(cfgOpts{upstream: up1.URL()})
 	d := startDaemon(t, writeConfig(t, dir, base), env)
 	ask := func(key string) int {
-		req, _ := http.NewRequest(http.MethodPost, d.BaseURL()+"/chat/completions", strings.NewReader(reviewBody("review-sentiment", "Fine.")))
-		req.Header.Set("Authorization", "Bearer "+key)
-		resp, err := httpClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
+		resp, _ := postAs(t, d, key, reviewBody("review-sentiment", "Fine."))
 		return resp.StatusCode
 	}
 	if s := ask(clientKey); s != 200 || len(up1.Requests()) != 1 {
 		t.Fatalf("premise: %d, %d calls upstream", s, len(up1.Requests()))
 	}
-	next := strings.Replace(renderConfig(cfgOpts{upstream: up2.URL()}), "api_keys_env: CONTRACTD_API_KEYS", "api_keys_env: CONTRACTD_API_KEYS_NEXT", 1)
-	next = strings.Replace(next, "api_key_env: OPENAI_API_KEY", "api_key_env: UPSTREAM_KEY_NEXT", 1)
+	next := edited(t, renderConfig(cfgOpts{upstream: up2.URL()}), "api_keys_env: CONTRACTD_API_KEYS", "api_keys_env: CONTRACTD_API_KEYS_NEXT")
+	next = edited(t, next, "api_key_env: OPENAI_API_KEY", "api_key_env: UPSTREAM_KEY_NEXT")
 	writeConfig(t, dir, next)
 	if _, ok := d.logLine(reloadWindow+time.Second, reloaded("file")); !ok {
 		t.Fatal("no reload")

@@ -470,8 +470,12 @@ const (
 func watchReload(ctx context.Context, rw *reloadWatch, path string, l live, tel reloadCounter, logger *slog.Logger) {
 	hup, changed := rw.hup, rw.changed
 	var debounce <-chan time.Time
-	var firstChange time.Time
-	reload := func(trigger string) {
+	var firstChange, lastChange time.Time
+	// reload loads the config and swaps it in. tentative: the files are
+	// still being written (the debounce's cap fired between two writes);
+	// a config that is refused then is not reported, and reload returns
+	// true: it is tried again once the writes pause.
+	reload := func(trigger string, tentative bool) (deferred bool) {
 		rt, err := config.Load(path)
 		var refusedFiles []string // what the new config names: watched while it is refused
 		var loadErr *config.Error
@@ -488,6 +492,9 @@ func watchReload(ctx context.Context, rw *reloadWatch, path string, l live, tel 
 		if err == nil {
 			_, err = l.audit.Reopen(rt.Audit.Sink, rt.Audit.Path)
 		}
+		if err != nil && tentative {
+			return true
+		}
 		if err != nil {
 			tel.ConfigReload(false)
 			// Keep watching the running config's files, and the ones the
@@ -502,7 +509,7 @@ func watchReload(ctx context.Context, rw *reloadWatch, path string, l live, tel 
 			} else {
 				logger.Error("config reload refused; keeping the running config", "trigger", trigger, "error", err.Error())
 			}
-			return
+			return false
 		}
 		if keys := restartOnly(l.srv.Runtime(), rt); len(keys) > 0 {
 			logger.Warn("these settings changed but apply only on restart", "keys", keys)
@@ -513,22 +520,29 @@ func watchReload(ctx context.Context, rw *reloadWatch, path string, l live, tel 
 		tel.ConfigReload(true)
 		logger.Info("config reloaded", "trigger", trigger, "sha256", rt.SHA256, "routes", len(rt.Routes))
 		setLevel(l.level, rt.Server.LogLevel) // after the line above, which a higher level would hide
+		return false
 	}
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-hup:
-			reload("sighup")
+			reload("sighup", false)
 		case <-changed:
 			now := time.Now()
 			if debounce == nil {
 				firstChange = now
 			}
+			lastChange = now
 			debounce = time.After(min(reloadQuiet, firstChange.Add(reloadMaxWait).Sub(now)))
 		case <-debounce:
 			debounce = nil
-			reload("file")
+			// Fired by the cap while changes still arrive, a writer may be
+			// halfway through a file (truncated, not yet written): a refusal
+			// then is not one, and the reload is tried again after a pause.
+			if reload("file", time.Since(lastChange) < reloadQuiet) {
+				firstChange, debounce = time.Now(), time.After(reloadQuiet)
+			}
 		}
 	}
 }
