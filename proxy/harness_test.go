@@ -99,7 +99,7 @@ func always(content string) upHandler {
 // cfg are the knobs of the test config.
 type cfg struct {
 	RequestTimeout string // server.request_timeout, default 5s
-	UpTimeout      string // upstreams up and up-mct: timeout, default 200ms
+	UpTimeout      string // upstreams up and up-mct: timeout, default 2s (tests of the timeout set it short)
 	MaxBody        int    // server.max_body_bytes, default 4096
 	ClassifyTemp   string // classify route temperature, default 0.7
 	Drop           []string
@@ -241,7 +241,7 @@ outer:
 		"@UP@", upURL,
 		"@MAX_BODY@", fmt.Sprint(testkit.Or(c.MaxBody, 4096)),
 		"@REQ_TIMEOUT@", testkit.Or(c.RequestTimeout, "5s"),
-		"@UP_TIMEOUT@", testkit.Or(c.UpTimeout, "200ms"),
+		"@UP_TIMEOUT@", testkit.Or(c.UpTimeout, "2s"),
 		"@CLASSIFY_TEMP@", testkit.Or(c.ClassifyTemp, "0.7"),
 		"@INCLUDE@", fmt.Sprint(c.IncludeContent),
 		"@SERVER_EXTRA@", c.ServerExtra,

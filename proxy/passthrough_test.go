@@ -222,7 +222,7 @@ func TestClientDisconnectCancelsUpstream(t *testing.T) {
 func TestPassthroughUpstreamFailures(t *testing.T) {
 	t.Run("timeout", func(t *testing.T) {
 		// raw-fast's upstream times out after 200ms: 504, not an empty 200.
-		h := newHarness(t, func(w http.ResponseWriter, r *http.Request, c *upCall) { h0hang(r) }, cfg{})
+		h := newHarness(t, func(w http.ResponseWriter, r *http.Request, c *upCall) { h0hang(r) }, cfg{UpTimeout: "200ms"})
 		start := time.Now()
 		r := h.post("", `{"model":"raw-fast"}`)
 		wantError(t, r, 504, "upstream_error", "upstream_timeout", nil)

@@ -76,7 +76,7 @@ func TestUpstreamErrors(t *testing.T) {
 			case <-r.Context().Done():
 			case <-time.After(3 * time.Second):
 			}
-		}, status: 504, code: "upstream_timeout", hits: 3, maxTime: 2 * time.Second},
+		}, cfg: cfg{UpTimeout: "200ms"}, status: 504, code: "upstream_timeout", hits: 3, maxTime: 2 * time.Second},
 		{name: "body stalls past timeout", handle: func(w http.ResponseWriter, r *http.Request, c *upCall) {
 			w.Header().Set("Content-Length", "1000")
 			w.WriteHeader(200)
@@ -86,7 +86,7 @@ func TestUpstreamErrors(t *testing.T) {
 			case <-r.Context().Done():
 			case <-time.After(3 * time.Second):
 			}
-		}, status: 504, code: "upstream_timeout", hits: 3, maxTime: 2 * time.Second},
+		}, cfg: cfg{UpTimeout: "200ms"}, status: 504, code: "upstream_timeout", hits: 3, maxTime: 2 * time.Second},
 		{name: "request_timeout", cfg: cfg{RequestTimeout: "300ms"}, route: "slow", handle: func(w http.ResponseWriter, r *http.Request, c *upCall) {
 			select {
 			case <-r.Context().Done():
