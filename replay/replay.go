@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -209,6 +210,11 @@ func (r *runner) readFile(ctx context.Context, name string, emit func(job)) erro
 		if err != nil {
 			emit(job{file: display, line: n + 1, readErr: err.Error()})
 			return nil
+		}
+		if n == 1 {
+			// A set curated by hand may come from an editor that starts
+			// the file with a UTF-8 byte order mark.
+			b = bytes.TrimPrefix(b, []byte("\xef\xbb\xbf"))
 		}
 		emit(job{file: display, line: n, raw: b, tooLong: tooLong, incomplete: !complete})
 	}

@@ -300,6 +300,12 @@ func TestAuditExportLines(t *testing.T) {
 	if s.Total.Items != 2 || s.Total.StillValid != 2 || s.Skipped != 1 {
 		t.Fatalf("summary %+v", s)
 	}
+	// The same set saved by an editor that writes a UTF-8 byte order mark
+	// first: the first line is still judged.
+	bom := writeFile(t, dir, "approved-bom.jsonl", []byte("\xef\xbb\xbf"+export))
+	if s, _, errb := runAudit(t, Options{Runtime: rt}, bom); s.Total.Items != 2 || s.Unreadable != 0 {
+		t.Fatalf("with a byte order mark: summary %+v\n%s", s, errb)
+	}
 	_, tight := writeConfig(t, t.TempDir(), cfgOpts{schema: tightSchema})
 	s, out, _ := runAudit(t, Options{Runtime: tight}, a)
 	if s.ExitCode() != ExitRegressed || !strings.Contains(out, "req_b#approved classify approved -> invalid: maxLength at /summary") {
