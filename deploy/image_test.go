@@ -231,6 +231,15 @@ func TestSystemdUnit(t *testing.T) {
 	if rt.Audit.Sink == "file" && filepath.Dir(rt.Audit.Path) != state {
 		t.Errorf("audit file %s outside %s (ProtectSystem=strict)", rt.Audit.Path, state)
 	}
+	// Memory: the unit's MemoryMax is the cgroup limit that memory_limit
+	// auto takes 80 % of; without one auto sets no limit at all.
+	var memMax int64
+	if v := u["Service.MemoryMax"]; len(v) > 0 {
+		if memMax, err = systemdBytes(v[len(v)-1]); err != nil {
+			t.Errorf("MemoryMax: %v", err)
+		}
+	}
+	checkMemory(t, "the unit's MemoryMax", memMax, rt, "")
 	stop, err := time.ParseDuration(u["Service.TimeoutStopSec"][0])
 	if err != nil || stop <= max(rt.Server.RequestTimeout, rt.Server.ShutdownTimeout) {
 		t.Errorf("TimeoutStopSec %v not above request_timeout %v and shutdown_timeout %v", u["Service.TimeoutStopSec"], rt.Server.RequestTimeout, rt.Server.ShutdownTimeout)

@@ -233,6 +233,9 @@ func TestKustomize(t *testing.T) {
 					t.Errorf("%s request or limit missing", res)
 				}
 			}
+			// Memory: Go's soft limit and the in-flight budget fit the
+			// container's limit (the kernel kills the pod above it).
+			checkMemory(t, "the container's memory limit", c.Resources.Limits.Memory().Value(), rt, literalEnv(c, "GOMEMLIMIT"))
 
 			// Availability: the PDB and the HPA cover these pods.
 			pdb := r.pdbs[0]
@@ -311,6 +314,16 @@ func writableDir(pod corev1.PodSpec, c corev1.Container, dir string) bool {
 		}
 	}
 	return false
+}
+
+// literalEnv is the literal value of the container's variable name ("" when unset).
+func literalEnv(c corev1.Container, name string) string {
+	for _, e := range c.Env {
+		if e.Name == name {
+			return e.Value
+		}
+	}
+	return ""
 }
 
 // secretEnv is the container's env set from Secrets (name -> secret/key).
