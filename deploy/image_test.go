@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -86,6 +87,7 @@ func TestDockerfile(t *testing.T) {
 	if exp := d.final["EXPOSE"]; len(exp) != 1 || exp[0] != "8080 9090" {
 		t.Errorf("EXPOSE %v, want 8080 9090 (deploy/kubernetes/base/contractd.yaml)", exp)
 	}
+	checkImageState(t, d)
 	bin := buildAsDockerfile(t)
 	f, err := elf.Open(bin)
 	if err != nil {
@@ -103,6 +105,76 @@ func TestDockerfile(t *testing.T) {
 	out, err := exec.Command(bin, "version").CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "deploytest") {
 		t.Errorf("contractd version: %v %s", err, out)
+	}
+}
+
+// checkImageState: the image's user can write where contractd writes with
+// the config at $CONTRACTD_CONFIG: the default review store (reviews.db) and
+// its spool, both beside the config file. distroless has no shell to make a
+// directory, so the final stage must COPY one in owned by USER; and the
+// docs' `docker run` must mount a writable volume there (a named volume
+// takes the image directory's owner), with the config file inside it.
+func checkImageState(t *testing.T, d dockerfile) {
+	t.Helper()
+	var cfg string
+	for _, e := range d.final["ENV"] {
+		if v, ok := strings.CutPrefix(e, config.EnvConfig+"="); ok {
+			cfg = v
+		}
+	}
+	if !filepath.IsAbs(cfg) {
+		t.Fatalf("ENV %s=%q: want an absolute path", config.EnvConfig, cfg)
+	}
+	t.Setenv(config.EnvConfig, cfg)
+	rt, err := config.LoadBytes(config.Resolve(""), []byte("upstreams: [{name: u, base_url: 'http://upstream/v1'}]\n"+
+		"routes: [{name: r, upstream: u, model: m, passthrough: true}]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	state := filepath.Dir(cfg)
+	for _, p := range []string{rt.Review.Path, rt.Review.SpoolPath} {
+		if filepath.Dir(p) != state {
+			t.Fatalf("the default review store writes %s, outside the config's directory %s", p, state)
+		}
+	}
+	user := strings.Join(d.final["USER"], " ")
+	owned := false
+	for _, c := range d.final["COPY"] {
+		f := strings.Fields(c)
+		if len(f) >= 3 && slices.Contains(f, "--chown="+user) && strings.TrimSuffix(f[len(f)-1], "/") == state {
+			owned = true
+		}
+	}
+	if !owned {
+		t.Errorf("the image has no %s owned by USER %s (no `COPY --chown=%[2]s ... %[1]s`): contractd cannot write its review store and spool there",
+			state, user)
+	}
+	if wd := d.final["WORKDIR"]; len(wd) != 1 || wd[0] != state {
+		t.Errorf("WORKDIR %v, want %s (relative paths in the config resolve against its directory anyway)", wd, state)
+	}
+
+	doc, err := os.ReadFile(filepath.Join("..", "docs", "deploy.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := regexp.MustCompile(`(?m)^docker run (?:.*\\\n)*.*$`).Find(doc)
+	if run == nil {
+		t.Fatal("docs/deploy.md has no `docker run` line")
+	}
+	mounts := map[string]string{} // target -> source[:options]
+	args := strings.Fields(strings.ReplaceAll(string(run), "\\\n", " "))
+	for i, a := range args {
+		if (a == "-v" || a == "--volume") && i+1 < len(args) {
+			src, rest, _ := strings.Cut(args[i+1], ":")
+			target, opts, _ := strings.Cut(rest, ":")
+			mounts[target] = src + ":" + opts
+		}
+	}
+	if m, ok := mounts[state]; !ok || strings.Contains(m, "ro") || strings.HasPrefix(m, "/") || strings.HasPrefix(m, "$") {
+		t.Errorf("docs/deploy.md's docker run mounts %v: want a writable named volume at %s", mounts, state)
+	}
+	if _, ok := mounts[cfg]; !ok {
+		t.Errorf("docs/deploy.md's docker run mounts %v: the config file is not at %s", mounts, cfg)
 	}
 }
 
