@@ -188,6 +188,16 @@ func TestKustomize(t *testing.T) {
 					t.Errorf("%s probe GET %s on port %d, want %s on the admin port %d", p.name, p.probe.HTTPGet.Path, got, p.path, adminPort)
 				}
 			}
+			// Scraping: the annotations name the admin listener's /metrics.
+			if a := d.Spec.Template.Annotations; a["prometheus.io/scrape"] != "true" ||
+				portOf(a["prometheus.io/port"], ports) != adminPort || a["prometheus.io/path"] != "/metrics" {
+				t.Errorf("prometheus.io annotations %v: want scrape true, port %d, path /metrics", a, adminPort)
+			}
+			// A config change rolls the pods: the subPath mount never sees a
+			// ConfigMap update, so the generated name must carry the hash.
+			if !strings.HasPrefix(cm.Name, "contractd-config-") {
+				t.Errorf("ConfigMap %s: no content hash in its name, so a config change would not roll the pods", cm.Name)
+			}
 			podLabels := labels.Set(d.Spec.Template.Labels)
 			for _, s := range r.services {
 				if !labels.SelectorFromSet(s.Spec.Selector).Matches(podLabels) || len(s.Spec.Selector) == 0 {
