@@ -16,7 +16,7 @@ fi
 sudo=""
 if [ "$(id -u)" != 0 ]; then
   command -v sudo >/dev/null || { echo "chromium: not installed and not root (no sudo): apt-get install chromium" >&2; exit 1; }
-  sudo="sudo -n"
+  sudo="sudo -n env DEBIAN_FRONTEND=noninteractive"
 fi
 install() {
   export DEBIAN_FRONTEND=noninteractive

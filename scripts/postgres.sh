@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A throwaway PostgreSQL for tests (review.store: postgres, several replicas).
 #
-#   scripts/postgres.sh install   install Debian's postgresql when missing (root)
+#   scripts/postgres.sh install   install Debian's postgresql when missing (root or sudo)
 #   scripts/postgres.sh start     install if needed, then initdb in a fresh temp
 #                                 dir and start on a free 127.0.0.1 port; prints
 #                                   CONTRACTD_TEST_PG_DSN=postgres://...
@@ -38,15 +38,26 @@ install() {
   if [ -n "$(bindir)" ]; then
     return 0
   fi
+  # As root, or through sudo (non-interactive) as scripts/chromium.sh does.
+  local sudo=""
   if [ "$(id -u)" -ne 0 ]; then
-    log "PostgreSQL server binaries are missing and installing them needs root (apt-get install postgresql)"
-    exit 1
+    if ! command -v sudo >/dev/null; then
+      log "PostgreSQL server binaries are missing and installing them needs root or sudo (apt-get install postgresql)"
+      exit 1
+    fi
+    sudo="sudo -n env DEBIAN_FRONTEND=noninteractive"
   fi
-  log "installing postgresql (apt-get)"
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq >&2
-  # The package's own cluster is not used: tests run their own in a temp dir.
-  apt-get install -y -qq postgresql >&2
+  # Test binaries run in parallel: one installs, the others wait for it.
+  exec 9>"${TMPDIR:-/tmp}/contractd-postgres-install.lock"
+  flock 9
+  if [ -z "$(bindir)" ]; then
+    log "installing postgresql (apt-get)"
+    export DEBIAN_FRONTEND=noninteractive
+    $sudo apt-get -o DPkg::Lock::Timeout=600 update -qq >&2
+    # The package's own cluster is not used: tests run their own in a temp dir.
+    $sudo apt-get -o DPkg::Lock::Timeout=600 install -y -qq postgresql >&2
+  fi
+  flock -u 9
   if [ -z "$(bindir)" ]; then
     log "postgresql installed but no server binaries under /usr/lib/postgresql/*/bin"
     exit 1

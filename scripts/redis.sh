@@ -17,9 +17,14 @@ set -euo pipefail
 
 install() {
   command -v redis-server >/dev/null && command -v redis-cli >/dev/null && return 0
+  # As root, or through sudo (non-interactive) as scripts/chromium.sh does.
+  local sudo=""
   if [ "$(id -u)" != 0 ]; then
-    echo "redis.sh: redis-server is missing and installing it needs root (apt-get install redis-server)" >&2
-    exit 1
+    if ! command -v sudo >/dev/null; then
+      echo "redis.sh: redis-server is missing and installing it needs root or sudo (apt-get install redis-server)" >&2
+      exit 1
+    fi
+    sudo="sudo -n env DEBIAN_FRONTEND=noninteractive"
   fi
   # Test binaries run in parallel: one installs, the others wait for it.
   exec 9>"${TMPDIR:-/tmp}/contractd-redis-install.lock"
@@ -27,8 +32,8 @@ install() {
   if ! command -v redis-server >/dev/null || ! command -v redis-cli >/dev/null; then
     echo "redis.sh: installing redis-server" >&2
     export DEBIAN_FRONTEND=noninteractive
-    apt-get -o DPkg::Lock::Timeout=300 update -qq >&2
-    apt-get -o DPkg::Lock::Timeout=300 install -y -qq --no-install-recommends redis-server redis-tools >&2
+    $sudo apt-get -o DPkg::Lock::Timeout=300 update -qq >&2
+    $sudo apt-get -o DPkg::Lock::Timeout=300 install -y -qq --no-install-recommends redis-server redis-tools >&2
     # Debian's package starts a system-wide instance where an init runs;
     # the tests never use it.
   fi
