@@ -195,3 +195,34 @@ func TestReloadSwitchesKeysAndUpstream(t *testing.T) {
 		}
 	}
 }
+
+// TestReloadRefusedWhenAuditCannotOpen: a reload to an audit file that
+// cannot be opened is refused as a whole (docs/config.md: the new
+// destination is opened first): logged with the reason, counted, the
+// running config kept, its audit still written.
+func TestReloadRefusedWhenAuditCannotOpen(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	up, d := serveBase(t, dir)
+	next := edited(t, renderConfig(cfgOpts{upstream: up.URL(), routes: extraRoute("review-unaudited", "fake-neutral")}),
+		"audit:\n  sink: stdout", "audit:\n  sink: file\n  path: no-such-dir/audit.jsonl")
+	writeConfig(t, dir, next)
+	m, ok := d.logLine(reloadWindow+time.Second, refused("file"))
+	if !ok {
+		t.Fatal("a reload to an audit file that cannot be opened was not refused")
+	}
+	if e, _ := m["error"].(string); !strings.Contains(e, "no-such-dir") {
+		t.Errorf("refused reload logged %v, want the audit path named", m)
+	}
+	if _, bad := reloadMetric(t, d); bad != 1 {
+		t.Errorf("%d failed reloads counted, want 1", bad)
+	}
+	if contains(modelIDs(t, d), "review-unaudited") {
+		t.Fatal("the refused config's route is served")
+	}
+	before := len(d.stdout.Lines())
+	assertServes(t, d, "review-sentiment", goodContent)
+	if !waitFor(time.Second, func() bool { return len(d.stdout.Lines()) > before }) {
+		t.Error("the running config's audit (stdout) got no line after the refused reload")
+	}
+}
