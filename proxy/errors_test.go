@@ -51,6 +51,11 @@ func TestRequestErrors(t *testing.T) {
 		{name: "part without type", body: `{"model":"free","messages":[{"role":"user","content":[{"text":"hi"}]}]}`, status: 400, code: "invalid_message", param: sp("messages[0].content")},
 		{name: "part type a number", body: `{"model":"free","messages":[{"role":"user","content":[{"type":1,"text":"hi"}]}]}`, status: 400, code: "invalid_message", param: sp("messages[0].content")},
 		{name: "part not an object", body: `{"model":"free","messages":[{"role":"user","content":["hi"]}]}`, status: 400, code: "invalid_message", param: sp("messages[0].content")},
+		// null (or no content) only on assistant turns
+		{name: "user content null", body: `{"model":"free","messages":[{"role":"user","content":null}]}`, status: 400, code: "invalid_message", param: sp("messages[0].content")},
+		{name: "user content missing", body: `{"model":"free","messages":[{"role":"system","content":"s"},{"role":"user"}]}`, status: 400, code: "invalid_message", param: sp("messages[1].content")},
+		{name: "system content null", body: `{"model":"free","messages":[{"role":"system","content":null},` + userHi + `]}`, status: 400, code: "invalid_message", param: sp("messages[0].content")},
+		{name: "tool content null", body: `{"model":"free","messages":[` + userHi + `,{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":"{}"}}]},{"role":"tool","tool_call_id":"c1","content":null}]}`, status: 400, code: "invalid_message", param: sp("messages[2].content")},
 
 		// 400 input_schema_violation
 		{name: "last user message not JSON", body: `{"model":"classify","messages":[` + userHi + `]}`, status: 400, code: "input_schema_violation", param: sp("messages")},
@@ -223,5 +228,21 @@ func TestModels(t *testing.T) {
 	b = send(t, h.client, "GET", h.front.URL+"/r/raw/v1/models", "", clientKey).Body
 	if strings.Count(string(b), `"object":"model"`) != 1 || !strings.Contains(string(b), `"id":"raw"`) {
 		t.Errorf("route models: %s", b)
+	}
+}
+
+// An assistant turn that only calls tools has no content (null or
+// absent): it goes upstream as sent, beside the tool's answer.
+func TestAssistantTurnWithoutContent(t *testing.T) {
+	for _, asst := range []string{
+		`{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":"{}"}}]}`,
+		`{"role":"assistant","tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":"{}"}}]}`,
+	} {
+		h := newHarness(t, always(validAnswer), cfg{})
+		body := `{"model":"free","messages":[` + userHi + `,` + asst + `,{"role":"tool","tool_call_id":"c1","content":"42"},` + userHi + `]}`
+		_, calls := h.postCalls(body, 1)
+		if !strings.Contains(string(calls[0].Body), asst) {
+			t.Errorf("upstream body lacks the assistant turn as sent:\n%s", calls[0].Body)
+		}
 	}
 }

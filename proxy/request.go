@@ -191,6 +191,12 @@ func readMessages(obj object) ([]clientMessage, *APIError) {
 		}
 		switch c := bytes.TrimSpace(m.Content); {
 		case len(c) == 0 || string(c) == "null":
+			// Only an assistant turn may have no content (it carries
+			// tool_calls instead); a provider refuses any other without.
+			if cm.Role != "assistant" {
+				return nil, badRequest(CodeInvalidMessage, fmt.Sprintf("messages[%d].content", i),
+					"a %s message must have content: a string or a list of parts each with a string type; only assistant turns may omit it or send null", cm.Role)
+			}
 		case c[0] == '"':
 			if in := c[1 : len(c)-1]; bytes.IndexByte(in, '\\') < 0 {
 				cm.Content = string(in) // a copy: it outlives the body's buffer
