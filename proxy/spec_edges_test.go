@@ -52,8 +52,10 @@ func TestRequestTimeoutWaitingForRoom(t *testing.T) {
 	if el := time.Since(start); el > 900*time.Millisecond {
 		t.Errorf("answered after %v: the busy wait, not request_timeout, ended it", el)
 	}
-	if ev := h.sink.waitEvent(t, r.Header.Get("X-Request-Id")); ev.Status != 504 || ev.ErrorCode != "upstream_timeout" {
-		t.Errorf("audit status %d code %q", ev.Status, ev.ErrorCode)
+	// Audited rejected: no upstream was called, contractd refused it
+	// (docs/observability.md's outcome table).
+	if ev := h.sink.waitEvent(t, r.Header.Get("X-Request-Id")); ev.Status != 504 || ev.ErrorCode != "upstream_timeout" || ev.Outcome != "rejected" {
+		t.Errorf("audit status %d code %q outcome %q", ev.Status, ev.ErrorCode, ev.Outcome)
 	}
 	if h.up.Hits() != 0 {
 		t.Errorf("upstream called %d times", h.up.Hits())
