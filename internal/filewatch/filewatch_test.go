@@ -232,3 +232,39 @@ func TestDirectorySymlinkSwapped(t *testing.T) {
 	write(t, filepath.Join(root, "releases", "1", "contractd.yaml"), "v: old\n")
 	noChange(t, w, "the first release's config, swapped out")
 }
+
+// TestConfigMapSubdirectory: a ConfigMap whose items include a schema in
+// a subdirectory (contracts -> ..data/contracts, the kubelet's layout for
+// an item path with a slash): updates that change only the schema are
+// seen, update after update.
+func TestConfigMapSubdirectory(t *testing.T) {
+	dir := t.TempDir()
+	version := func(n int) string {
+		ts := fmt.Sprintf("..2026_11_28_16_%02d_00.%d", n, n)
+		must(t, os.MkdirAll(filepath.Join(dir, ts, "contracts"), 0o755))
+		write(t, filepath.Join(dir, ts, "contractd.yaml"), "v: 1\n")
+		write(t, filepath.Join(dir, ts, "contracts", "s.json"), fmt.Sprintf(`{"v":%d}`, n))
+		return ts
+	}
+	old := version(1)
+	must(t, os.Symlink(old, filepath.Join(dir, "..data")))
+	must(t, os.Symlink(filepath.Join("..data", "contractd.yaml"), filepath.Join(dir, "contractd.yaml")))
+	must(t, os.Symlink(filepath.Join("..data", "contracts"), filepath.Join(dir, "contracts")))
+	schema := filepath.Join(dir, "contracts", "s.json")
+	w, err := New([]string{filepath.Join(dir, "contractd.yaml"), schema})
+	must(t, err)
+	defer w.Close()
+	for n := 2; n <= 4; n++ {
+		ts := version(n)
+		must(t, os.Symlink(ts, filepath.Join(dir, "..data_tmp")))
+		must(t, os.Rename(filepath.Join(dir, "..data_tmp"), filepath.Join(dir, "..data")))
+		must(t, os.RemoveAll(filepath.Join(dir, old)))
+		old = ts
+		waitChange(t, w, fmt.Sprintf("ConfigMap update %d", n))
+		b, err := os.ReadFile(schema)
+		must(t, err)
+		if string(b) != fmt.Sprintf(`{"v":%d}`, n) {
+			t.Fatalf("schema reads %s after update %d", b, n)
+		}
+	}
+}
