@@ -1,8 +1,11 @@
 package deploy
 
 import (
+	"fmt"
 	"net"
+	"os"
 	"path"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -91,10 +94,11 @@ func TestKustomize(t *testing.T) {
 		namespace  string
 		extraEnv   []string // beyond the base's
 		reviewType config.ReviewStore
+		docRow     string // the row of docs/deploy.md's first table
 	}{
-		{dir: "kubernetes/base", replicas: 2, rateStore: "memory", reviewType: "postgres"},
+		{dir: "kubernetes/base", replicas: 2, rateStore: "memory", reviewType: "postgres", docRow: "| Kubernetes base |"},
 		{dir: "kubernetes/overlays/postgres-redis", replicas: 3, rateStore: "redis", namespace: "contractd",
-			extraEnv: []string{"CONTRACTD_REDIS_URL"}, reviewType: "postgres"},
+			extraEnv: []string{"CONTRACTD_REDIS_URL"}, reviewType: "postgres", docRow: "| overlay `postgres-redis` |"},
 	} {
 		t.Run(path.Base(tc.dir), func(t *testing.T) {
 			r := render(t, tc.dir)
@@ -257,11 +261,37 @@ func TestKustomize(t *testing.T) {
 				hpa.Spec.MinReplicas == nil || *hpa.Spec.MinReplicas < 2 || hpa.Spec.MaxReplicas < *hpa.Spec.MinReplicas {
 				t.Errorf("HPA %+v", hpa.Spec)
 			}
+			// The HPA owns the count once it runs: its floor is the
+			// Deployment's replicas (else it scales below them, and each
+			// apply resets a larger count), and the docs' table says so.
+			if hpa.Spec.MinReplicas != nil && *hpa.Spec.MinReplicas != tc.replicas {
+				t.Errorf("HPA minReplicas %d, the Deployment's replicas %d: the HPA would run %[1]d", *hpa.Spec.MinReplicas, tc.replicas)
+			}
+			if row := docLine(t, tc.docRow); hpa.Spec.MinReplicas != nil &&
+				!strings.Contains(row, fmt.Sprintf("| %d–%d (HPA) |", *hpa.Spec.MinReplicas, hpa.Spec.MaxReplicas)) {
+				t.Errorf("docs/deploy.md: %q; the HPA runs %d–%d replicas", row, *hpa.Spec.MinReplicas, hpa.Spec.MaxReplicas)
+			}
 			if !selects(t, d.Spec.Selector.MatchLabels, podLabels) {
 				t.Errorf("Deployment selector %v does not select its pods %v", d.Spec.Selector.MatchLabels, podLabels)
 			}
 		})
 	}
+}
+
+// docLine is the line of docs/deploy.md that starts with prefix.
+func docLine(t *testing.T, prefix string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "docs", "deploy.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(l, prefix) {
+			return l
+		}
+	}
+	t.Fatalf("docs/deploy.md has no line starting %q", prefix)
+	return ""
 }
 
 // configPath is the file given to `serve -c`.
