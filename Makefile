@@ -26,12 +26,14 @@ vet: deps
 # fake-upstream, binary end-to-end), then the SDK end-to-end tests.
 test: vet build test-go test-e2e
 
-# What the Go tests need on the machine: headless Chromium for the reviewer
-# page tests, PostgreSQL and Redis server binaries for the review store,
-# rate limiter and replica tests (each installed from Debian's package when
-# missing; the tests start their own throwaway servers through
+# What the Go tests need on the machine: a C compiler (-race needs cgo,
+# which the go command turns off without one), headless Chromium for the
+# reviewer page tests, PostgreSQL and Redis server binaries for the review
+# store, rate limiter and replica tests (each installed from Debian's
+# package when missing; the tests start their own throwaway servers through
 # internal/testkit).
 deps-test:
+	@scripts/cc.sh
 	@scripts/chromium.sh
 	@scripts/postgres.sh install
 	@scripts/redis.sh install
