@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -11,6 +12,135 @@ import (
 
 	"gopkg.in/yaml.v3"
 )
+
+// TestDocsConfigSnippets: the config the README and docs write decodes:
+// every ```yaml block that is a config (its top-level keys are config
+// keys), and every inline `key: value` whose key names one config key
+// (`max_inflight_bytes: 64MiB`, `review.store: postgres`; a bare key that
+// several sections have, such as `store`, is skipped), placed at its path,
+// goes through ParseBytes (unknown keys, wrong types) without a problem.
+// ${VAR} in a value is set to 1 for the check.
+func TestDocsConfigSnippets(t *testing.T) {
+	leaves := map[string][][]pathSeg{}
+	configPaths(reflect.TypeFor[File](), nil, leaves)
+	pages, _ := filepath.Glob(filepath.Join("..", "docs", "*.md"))
+	pages = append(pages, filepath.Join("..", "README.md"))
+	top := map[string]bool{}
+	for _, f := range yamlFields(reflect.TypeFor[File]()) {
+		top[f.name] = true
+	}
+	checked := 0
+	check := func(page, what string, raw []byte) {
+		t.Helper()
+		for _, m := range regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`).FindAllStringSubmatch(string(raw), -1) {
+			t.Setenv(m[1], "1")
+		}
+		checked++
+		if _, err := ParseBytes("snippet.yaml", raw); err != nil {
+			t.Errorf("%s: %s does not decode as config: %v\n%s", page, what, err, raw)
+		}
+	}
+	for _, p := range pages {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		page := filepath.Base(p)
+		for i, m := range regexp.MustCompile("(?s)```yaml\n(.*?)```").FindAllSubmatch(b, -1) {
+			var doc map[string]any
+			if yaml.Unmarshal(m[1], &doc) != nil || len(doc) == 0 {
+				continue
+			}
+			isConfig := true
+			for k := range doc {
+				isConfig = isConfig && top[k]
+			}
+			if isConfig {
+				check(page, fmt.Sprintf("yaml block %d", i+1), m[1])
+			}
+		}
+		for _, m := range regexp.MustCompile("`([a-z_][a-z_.]*): ([^`]+)`").FindAllStringSubmatch(string(b), -1) {
+			key, val := m[1], m[2]
+			segs := strings.Split(key, ".")
+			var path []pathSeg
+			for _, cand := range leaves[segs[len(segs)-1]] {
+				if pathEndsWith(cand, segs) {
+					if path != nil {
+						path = nil // ambiguous
+						break
+					}
+					path = cand
+				}
+			}
+			if path == nil || strings.Contains(val, `\|`) { // "exactly \| max": alternatives, not a value
+				continue
+			}
+			var v yaml.Node
+			if err := yaml.Unmarshal([]byte(val), &v); err != nil || len(v.Content) != 1 {
+				t.Errorf("%s: %q: the value is not YAML: %v", page, m[0], err)
+				continue
+			}
+			var node any = v.Content[0]
+			for i := len(path) - 1; i >= 0; i-- {
+				node = map[string]any{path[i].name: node}
+				if i > 0 && path[i-1].list {
+					node = []any{node}
+				}
+			}
+			raw, err := yaml.Marshal(node)
+			if err != nil {
+				t.Fatal(err)
+			}
+			check(page, m[0], raw)
+		}
+	}
+	if checked < 20 {
+		t.Fatalf("only %d config snippets found in the docs", checked)
+	}
+}
+
+// pathSeg is one key on the way to a config key; list: its value is a
+// list of mappings (upstreams, routes, a policy kind).
+type pathSeg struct {
+	name string
+	list bool
+}
+
+// configPaths maps each config key to every path it has from the top.
+func configPaths(t reflect.Type, prefix []pathSeg, out map[string][][]pathSeg) {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t.Kind() != reflect.Struct || t.PkgPath() != reflect.TypeFor[File]().PkgPath() {
+		return
+	}
+	for _, f := range yamlFields(t) {
+		ft := f.typ
+		for ft.Kind() == reflect.Pointer {
+			ft = ft.Elem()
+		}
+		list := ft.Kind() == reflect.Slice
+		if list {
+			ft = ft.Elem()
+		}
+		p := append(append([]pathSeg{}, prefix...), pathSeg{f.name, list})
+		out[f.name] = append(out[f.name], p)
+		configPaths(ft, p, out)
+	}
+}
+
+// pathEndsWith: the path's last keys are segs.
+func pathEndsWith(path []pathSeg, segs []string) bool {
+	if len(segs) > len(path) {
+		return false
+	}
+	for i := range segs {
+		if path[len(path)-len(segs)+i].name != segs[i] {
+			return false
+		}
+	}
+	return true
+}
 
 // TestConfigDocs: docs/config.md's key tables and the config structs name
 // the same keys. Each section's table lists every YAML key of its struct
