@@ -18,8 +18,9 @@ var reviewPage = web.Handler(func(w http.ResponseWriter, r *http.Request, _ int)
 })
 
 // Admin serves /healthz, /readyz, /metrics and the reviewer page
-// (/review/, no key: it holds no data). Ready turns false while
-// draining so load balancers stop sending before the listener closes.
+// (/review/, no key: it holds no data). Ready turns false when draining
+// starts, as the API listener stops accepting; the admin listener keeps
+// answering until the requests in flight have ended.
 type Admin struct {
 	Metrics http.Handler // nil: /metrics answers 404
 	// Reviews serves the other /admin/* paths (the reviewer API); nil: 404.
