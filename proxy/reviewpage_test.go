@@ -40,6 +40,8 @@ type pageSite struct {
 	ts     *httptest.Server
 	pwned  atomic.Int32 // requests to /pwned*
 	checks atomic.Int32 // POST /admin/check
+	// hook, when set, sees every request first; true: it answered.
+	hook atomic.Pointer[func(w http.ResponseWriter, r *http.Request) bool]
 }
 
 func newPageSite(t *testing.T) *pageSite {
@@ -53,6 +55,9 @@ func newPageSite(t *testing.T) *pageSite {
 			return
 		case r.URL.Path == "/admin/check":
 			ps.checks.Add(1)
+		}
+		if h := ps.hook.Load(); h != nil && (*h)(w, r) {
+			return
 		}
 		api.ServeHTTP(w, r)
 	}))

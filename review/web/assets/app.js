@@ -407,10 +407,13 @@
     return t ? String(t).replace("T", " ").replace(/\.\d+/, "") : "";
   }
 
-  // select shows item i (fetching it whole); -1 shows nothing.
+  // select shows item i (fetching it whole); -1 shows nothing. Until item
+  // i arrives the detail may still show the one before: shown() is false
+  // meanwhile, so no action reaches that one. A failed fetch hides it.
   async function select(i) {
     if (i >= state.items.length) i = state.items.length - 1;
     state.sel = i;
+    updateButtons();
     const ul = $("items");
     for (const li of ul.children) li.setAttribute("aria-selected", li.dataset.index === String(i) ? "true" : "false");
     if (i < 0) {
@@ -425,10 +428,24 @@
     try {
       const it = await api("GET", "/admin/reviews/" + encodeURIComponent(id));
       if (state.sel !== i || state.items[i].id !== id) return; // moved on meanwhile
+      if (it.status !== state.items[i].status) {
+        // resolved since the list was read (by another reviewer)
+        state.items[i] = it;
+        if (ul.children[i]) ul.children[i].className = "item " + it.status;
+      }
+      showError("");
       showDetail(it);
     } catch (e) {
+      if (state.sel !== i || state.items[i].id !== id) return;
+      showDetail(null);
       showError(describe(e));
     }
+  }
+
+  // shown reports whether the detail shows the item the list has selected.
+  function shown() {
+    const it = state.item;
+    return !!it && state.sel >= 0 && state.sel < state.items.length && state.items[state.sel].id === it.id;
   }
 
   function move(d) {
@@ -574,7 +591,7 @@
   }
 
   function updateButtons() {
-    const pending = !!state.item && state.item.status === "pending";
+    const pending = shown() && state.item.status === "pending";
     $("approve").disabled = !pending || state.busy || !state.checkValid;
     $("reject").disabled = !pending || state.busy;
     $("rerun").disabled = !pending || state.busy;
@@ -593,7 +610,7 @@
 
   async function act(kind) {
     const it = state.item;
-    if (!it || it.status !== "pending" || state.busy) return;
+    if (!shown() || it.status !== "pending" || state.busy) return;
     if (kind === "approve" && !state.checkValid) return;
     let body;
     if (kind !== "rerun") {
@@ -645,8 +662,8 @@
     if (out) {
       state.items[i] = out;
       renderList();
-      select(i);
     }
+    select(i);
   }
 
   // -------------------------------------------------------------- keyboard

@@ -1,0 +1,147 @@
+package proxy
+
+// The reviewer page used as a reviewer would: keyboard only, focus after
+// each action, the errors a reviewer meets (another reviewer first, a
+// failed load, a bad key in the address), and large items.
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/contractd/contractd/review"
+)
+
+func titleIs(id string) string {
+	return fmt.Sprintf(`document.getElementById("d-title").textContent === %q`, id)
+}
+
+// A key acts on the item the list has selected, never on the one shown
+// before it: while the selected item loads, and when it fails to load,
+// approve, reject and rerun do nothing.
+func TestReviewPageActsOnlyOnTheSelectedItem(t *testing.T) {
+	defer noLeaks(t)()
+	ps := newPageSite(t)
+	defer ps.close()
+	older := ps.needsReview(classifyReq)
+	newer := ps.needsReview(classifyReq)
+	release := make(chan struct{})
+	failNewer := make(chan struct{})
+	hook := func(w http.ResponseWriter, r *http.Request) bool {
+		switch {
+		case r.Method == "GET" && r.URL.Path == "/admin/reviews/"+older:
+			select {
+			case <-release:
+			case <-r.Context().Done():
+			}
+		case r.Method == "GET" && r.URL.Path == "/admin/reviews/"+newer:
+			select {
+			case <-failNewer:
+				writeError(w, errStoreDown)
+				return true
+			default:
+			}
+		}
+		return false
+	}
+	ps.hook.Store(&hook)
+	defer func() {
+		select {
+		case <-release:
+		default:
+			close(release)
+		}
+	}()
+	b := newBrowser(t)
+	defer b.cancel()
+	b.open(ps.ts.URL, adminKey)
+	b.until(titleIs(newer))
+	b.do(chromedp.SendKeys(chromedp.CSS("#reviewer"), "ann"))
+
+	// j selects the older item, whose detail is held back: r must not
+	// reject the newer one still on screen.
+	b.key("j")
+	b.until(fmt.Sprintf(`document.querySelector('#items li[aria-selected="true"] .id').textContent === %q`, older))
+	b.key("r")
+	b.key("u")
+	time.Sleep(300 * time.Millisecond)
+	for _, id := range []string{older, newer} {
+		if it, err := ps.store.Get(context.Background(), id); err != nil || it.Status != review.StatusPending || len(it.Attempts) != 2 {
+			t.Fatalf("%s acted on while %s was loading: %v %+v", id, older, err, it)
+		}
+	}
+	if !evalJS[bool](b, `document.getElementById("reject").disabled && document.getElementById("rerun").disabled`) {
+		t.Fatalf("actions enabled for an item that is not the selected one: %s", b.dump())
+	}
+	close(release)
+	b.until(titleIs(older) + ` && !document.getElementById("reject").disabled`)
+
+	// k selects the newer item, which fails to load: its error is shown,
+	// and nothing else is offered for action.
+	close(failNewer)
+	b.key("k")
+	b.until(`document.getElementById("error").textContent.includes("review store is unavailable")`)
+	b.key("r")
+	time.Sleep(300 * time.Millisecond)
+	for _, id := range []string{older, newer} {
+		if it, err := ps.store.Get(context.Background(), id); err != nil || it.Status != review.StatusPending {
+			t.Fatalf("%s resolved after %s failed to load: %v %+v", id, newer, err, it)
+		}
+	}
+	if !evalJS[bool](b, `document.getElementById("detail").hidden || document.getElementById("reject").disabled`) {
+		t.Fatalf("the item before the failed one is still offered: %s", b.dump())
+	}
+	// Back to the older item: it loads, and the stale error goes.
+	b.key("j")
+	b.until(titleIs(older) + ` && document.getElementById("error").hidden`)
+	b.end(ps)
+}
+
+// Another reviewer resolves the item first: in the pending list it leaves
+// the list; in a list of any status it stays, shown as resolved (by whom,
+// no actions), not as a pending item whose every action answers 409.
+func TestReviewPageResolvedElsewhere(t *testing.T) {
+	defer noLeaks(t)()
+	ps := newPageSite(t)
+	defer ps.close()
+	first := ps.needsReview(classifyReq)
+	second := ps.needsReview(classifyReq)
+	b := newBrowser(t)
+	defer b.cancel()
+	b.open(ps.ts.URL, adminKey)
+	b.until(titleIs(second))
+	b.do(chromedp.SendKeys(chromedp.CSS("#reviewer"), "ann"))
+
+	if r := ps.call("POST", "/admin/reviews/"+second+"/reject", `{"reviewer":"bob"}`, adminKey); r.Status != 200 {
+		t.Fatalf("reject: %d %s", r.Status, r.Body)
+	}
+	b.key("r")
+	b.until(listLen + ` === 1`)
+	b.until(titleIs(first) + ` && document.getElementById("notice").textContent.includes("already resolved")`)
+
+	// Any status: wait for the item to be fetched again and checked (the
+	// check state is cleared first, so its verdict is this load's; one
+	// load only, or a second fetch could see the rejection below first).
+	b.do(chromedp.Evaluate[chromedp.Void](`document.getElementById("check-state").className = ""; document.getElementById("notice").textContent = ""`),
+		chromedp.SetValue(chromedp.CSS("#f-status"), "")) // its change event loads the list
+
+	b.until(listLen + ` === 2 && ` + titleIs(first) + ` && document.getElementById("check-state").className === "bad"`)
+	if r := ps.call("POST", "/admin/reviews/"+first+"/reject", `{"reviewer":"carol","note":"spam"}`, adminKey); r.Status != 200 {
+		t.Fatalf("reject: %d %s", r.Status, r.Body)
+	}
+	b.key("r")
+	b.until(`document.getElementById("notice").textContent.includes("already resolved")`)
+	b.until(`document.getElementById("d-actions").hidden && !document.getElementById("d-resolution").hidden`)
+	if by := evalJS[string](b, `document.getElementById("d-resolution-by").textContent`); !strings.Contains(by, "carol") {
+		t.Fatalf("resolution shown as %q", by)
+	}
+	if cls := evalJS[string](b, `document.querySelector('#items li[aria-selected="true"]').className`); !strings.Contains(cls, "rejected") {
+		t.Fatalf("list entry %q", cls)
+	}
+	b.end(ps)
+}
