@@ -17,8 +17,51 @@ import (
 	"github.com/contractd/contractd/review"
 )
 
+// focused names the element that has the focus: its id, or its tag.
+const focused = `document.activeElement ? (document.activeElement.id || document.activeElement.tagName) : "none"`
+
 func titleIs(id string) string {
 	return fmt.Sprintf(`document.getElementById("d-title").textContent === %q`, id)
+}
+
+// Approve, reject and rerun through their buttons, pressed with the keyboard:
+// the focus is never dropped to <body> (where Tab starts over from the top).
+// After a resolution it is on the list, the next item selected; after a
+// rerun that still fails, back on Rerun.
+func TestReviewPageFocusAfterButtons(t *testing.T) {
+	defer noLeaks(t)()
+	ps := newPageSite(t)
+	defer ps.close()
+	var ids []string
+	for range 3 {
+		ids = append(ids, ps.needsReview(classifyReq))
+	}
+	b := newBrowser(t)
+	defer b.cancel()
+	b.open(ps.ts.URL, adminKey)
+	b.until(titleIs(ids[2]))
+	b.do(chromedp.SendKeys(chromedp.CSS("#reviewer"), "ann"))
+	b.typeEditor(validClassify)
+	b.until(`!document.getElementById("approve").disabled`)
+
+	b.do(chromedp.Focus(chromedp.CSS("#approve")), chromedp.KeyEvent("\r"))
+	b.until(listLen + ` === 2`)
+	b.until(titleIs(ids[1]))
+	if f := evalJS[string](b, focused); f != "items" {
+		t.Fatalf("after approve the focus is on %s, want the list (items)", f)
+	}
+	b.do(chromedp.Focus(chromedp.CSS("#reject")), chromedp.KeyEvent(" "))
+	b.until(listLen + ` === 1`)
+	b.until(titleIs(ids[0]))
+	if f := evalJS[string](b, focused); f != "items" {
+		t.Fatalf("after reject the focus is on %s, want the list (items)", f)
+	}
+	b.do(chromedp.Focus(chromedp.CSS("#rerun")), chromedp.KeyEvent("\r"))
+	b.until(`document.querySelectorAll("#d-attempts .attempt").length === 4 && !document.getElementById("rerun").disabled`)
+	if f := evalJS[string](b, focused); f != "rerun" {
+		t.Fatalf("after a failing rerun the focus is on %s, want rerun", f)
+	}
+	b.end(ps)
 }
 
 // A key acts on the item the list has selected, never on the one shown

@@ -619,6 +619,7 @@
       body = { reviewer: who, note: $("note").value };
       if (kind === "approve") body.output = $("editor").value;
     }
+    const had = document.activeElement;
     state.busy = true;
     updateButtons();
     notice(kind === "rerun" ? "rerunning " + it.id + "…" : "");
@@ -644,11 +645,24 @@
     } finally {
       state.busy = false;
       updateButtons();
+      keepFocus(had);
     }
   }
 
+  // keepFocus puts the focus back when an action dropped it to <body> (its
+  // button was disabled while busy): on had if it can still take it, else
+  // on the list (the next item is selected there), so Tab and the keys go
+  // on from there rather than from the top of the page.
+  function keepFocus(had) {
+    const a = document.activeElement;
+    if (a && a !== document.body) return;
+    if (had && had !== document.body && had.isConnected && !had.disabled && had.offsetParent !== null) had.focus();
+    else $("items").focus();
+  }
+
   // resolvedAway drops a resolved item from a pending list (and shows the
-  // next one), or refreshes it in place in any other list.
+  // next one), or refreshes it in place in any other list: with out, or
+  // (resolved by someone else) fetched again as it is now.
   function resolvedAway(id, out) {
     const i = state.items.findIndex((x) => x.id === id);
     if (i < 0) return;
