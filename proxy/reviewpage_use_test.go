@@ -188,3 +188,26 @@ func TestReviewPageResolvedElsewhere(t *testing.T) {
 	}
 	b.end(ps)
 }
+
+// A malformed #key= (a lone %) does not stop the page: it is taken as
+// typed, dropped from the address, refused by the server with the 401
+// shown, and the key form still works.
+func TestReviewPageMalformedKeyInAddress(t *testing.T) {
+	defer noLeaks(t)()
+	ps := newPageSite(t)
+	defer ps.close()
+	ps.needsReview(classifyReq)
+	b := newBrowser(t)
+	defer b.cancel()
+	b.open(ps.ts.URL, "abc%zz")
+	b.until(`!document.getElementById("error").hidden`)
+	if msg := evalJS[string](b, `document.getElementById("error").textContent`); !strings.Contains(msg, "admin key was refused") {
+		t.Fatalf("error line %q", msg)
+	}
+	if h := evalJS[string](b, `location.hash`); h != "" {
+		t.Fatalf("hash %q still holds the key", h)
+	}
+	b.do(chromedp.Evaluate[chromedp.Void](`document.getElementById("key").value = ""`), chromedp.SendKeys(chromedp.CSS("#key"), adminKey), chromedp.Click(chromedp.CSS("#key-save")))
+	b.until(listLen + ` === 1 && document.getElementById("error").hidden`)
+	b.end(ps)
+}

@@ -719,7 +719,13 @@
     // #key=K: taken into sessionStorage and dropped from the address bar.
     const m = /(?:^#|&)key=([^&]*)/.exec(location.hash);
     if (m) {
-      sessionStorage.setItem(KEY, decodeURIComponent(m[1]));
+      let k = m[1];
+      try {
+        k = decodeURIComponent(k);
+      } catch (_) {
+        // not percent-encoding (a lone %): the key as written
+      }
+      sessionStorage.setItem(KEY, k);
       history.replaceState(null, "", location.pathname + location.search);
     }
     $("key").value = key();
