@@ -6,14 +6,18 @@ package proxy
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
 
+	"github.com/contractd/contractd/contracts"
 	"github.com/contractd/contractd/review"
 )
 
@@ -209,5 +213,84 @@ func TestReviewPageMalformedKeyInAddress(t *testing.T) {
 	}
 	b.do(chromedp.Evaluate[chromedp.Void](`document.getElementById("key").value = ""`), chromedp.SendKeys(chromedp.CSS("#key"), adminKey), chromedp.Click(chromedp.CSS("#key-save")))
 	b.until(listLen + ` === 1 && document.getElementById("error").hidden`)
+	b.end(ps)
+}
+
+// Large items: a 1 MiB output with 100 violations is laid out with every
+// violation's path highlighted, in DOM nodes proportional to the
+// violations, not to the output; a 1 MiB output cut short inside deep
+// nesting is shown as the text it is (each later '{' is not tried as a
+// fresh start: that was quadratic, minutes of a frozen tab).
+func TestReviewPageLargeItems(t *testing.T) {
+	defer noLeaks(t)()
+	ps := newPageSite(t)
+	defer ps.close()
+	var sb strings.Builder
+	sb.WriteString(`{"items": [`)
+	n := 0
+	for sb.Len() < 1<<20 {
+		fmt.Fprintf(&sb, `{"a": "row %d", "b": [1, 2]}, `, n)
+		n++
+	}
+	sb.WriteString(`{"a": "end", "b": []}]}`)
+	var vs []contracts.Violation
+	for i := range 100 {
+		vs = append(vs, contracts.Violation{Kind: "schema", Path: fmt.Sprintf("/items/%d/b", i*300), Rule: "maxItems", Message: "too many"})
+	}
+	big := sb.String()
+	cut := strings.Repeat(`{"a": `, (1<<20)/6)
+	now := time.Now().UTC()
+	for i, out := range []struct {
+		id, text string
+		vs       []contracts.Violation
+	}{
+		{"req_big", big, vs},
+		{"req_cut", cut, []contracts.Violation{{Kind: "parse", Path: "", Rule: "not_json", Message: "the output is not a JSON object"}}},
+	} {
+		it := &review.Item{ID: out.id, Status: review.StatusPending, CreatedAt: now.Add(-time.Duration(i) * time.Second), Route: "classify",
+			Prompt: review.Ref{Name: "classify"}, Contract: review.Ref{Name: "classify_v1"}, Input: json.RawMessage(`"hi"`),
+			Request: json.RawMessage(classifyReq), Attempts: []review.Attempt{{Output: out.text,
+				AttemptReport: review.AttemptReport{Attempt: 1, Violations: out.vs}}}}
+		if _, err := ps.store.Create(context.Background(), it, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b := newBrowser(t)
+	defer b.cancel()
+	b.open(ps.ts.URL, adminKey)
+	b.until(titleIs("req_big") + ` && document.querySelectorAll("#d-attempts .violations li").length === 100`)
+	const pre = `document.querySelector("#d-attempts .attempt pre")`
+	hl := evalJS[[]string](b, `[...`+pre+`.querySelectorAll(".hl")].map(e => e.dataset.path)`)
+	if len(hl) != 100 || hl[0] != "/items/0/b" || hl[99] != "/items/29700/b" {
+		t.Fatalf("%d paths highlighted: %.200q", len(hl), hl)
+	}
+	if txt := evalJS[string](b, pre+`.querySelector('.hl[data-path="/items/29700/b"]').textContent`); !strings.Contains(txt, `"b": [`) {
+		t.Fatalf("/items/29700/b highlights %q", txt)
+	}
+	if nodes := evalJS[int](b, pre+`.querySelectorAll("*").length`); nodes > 2000 {
+		t.Fatalf("the output is laid out in %d elements", nodes)
+	}
+	if got := evalJS[int](b, pre+`.textContent.length`); got < len(big) {
+		t.Fatalf("%d characters shown of %d", got, len(big))
+	}
+	// Focusing a violation lights its path (focus events need a focused
+	// page, which a headless one is not unless emulated).
+	b.do(chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+		_, err := cdp.Call(ctx, tg, emulation.SetFocusEmulationEnabled, emulation.SetFocusEmulationEnabledParams{Enabled: true})
+		return err
+	}))
+	b.do(chromedp.Focus(chromedp.CSS("#d-attempts .violations li:nth-child(50)")))
+	if f := evalJS[[]string](b, `[...`+pre+`.querySelectorAll(".focus")].map(e => e.dataset.path)`); len(f) != 1 || f[0] != "/items/14700/b" {
+		t.Fatalf("focus lights %q", f)
+	}
+
+	b.key("j")
+	b.until(titleIs("req_cut") + ` && document.querySelector("#d-attempts .attempt pre").classList.contains("hl-all")`)
+	if got := evalJS[int](b, pre+`.textContent.length`); got != len(cut) {
+		t.Fatalf("%d characters shown of %d", got, len(cut))
+	}
+	if nodes := evalJS[int](b, pre+`.querySelectorAll("*").length`); nodes != 0 {
+		t.Fatalf("the cut output is laid out in %d elements, want plain text", nodes)
+	}
 	b.end(ps)
 }

@@ -104,14 +104,19 @@
 
   // parseJSON reads one JSON value from text at i, keeping each literal's
   // source text (numbers keep their digits, strings their escapes) so what
-  // is shown and edited is what the model wrote. It returns {node, end} or
-  // throws.
+  // is shown and edited is what the model wrote, and each value's place in
+  // text (s, e). It returns {node, end, values} (values: how many it read)
+  // or throws a SyntaxError whose offset is where it stopped (text.length:
+  // the text ended first).
   function parseJSON(text, i) {
     const ws = () => {
       while (i < text.length && " \t\r\n".includes(text[i])) i++;
     };
+    let values = 0;
     const fail = (what) => {
-      throw new SyntaxError(what + " at offset " + i);
+      const e = new SyntaxError(what + " at offset " + i);
+      e.offset = i;
+      throw e;
     };
     function str() {
       const start = i++;
@@ -123,7 +128,13 @@
       if (i >= text.length) fail("unterminated string");
       i++;
       const raw = text.slice(start, i);
-      return { t: "str", raw, val: JSON.parse(raw) };
+      let val;
+      try {
+        val = JSON.parse(raw);
+      } catch (_) {
+        fail("invalid escape in string"); // at its end
+      }
+      return { t: "str", raw, val, s: start, e: i };
     }
     // list reads the members of an object or array, from its opening
     // bracket at i to close, one member() before each ',' or close.
@@ -150,7 +161,15 @@
       }
     }
     function value() {
+      values++;
       ws();
+      const s = i;
+      const n = value1();
+      n.s = s;
+      n.e = i;
+      return n;
+    }
+    function value1() {
       const c = text[i];
       if (c === "{") {
         const entries = list("}", () => {
@@ -172,19 +191,26 @@
       return { t: "lit", raw: m[0] };
     }
     const node = value();
-    return { node, end: i };
+    return { node, end: i, values };
   }
 
   // parseWhole parses text that must be exactly one JSON value.
   function parseWhole(text) {
     const r = parseJSON(text, 0);
     if (text.slice(r.end).trim() !== "") throw new SyntaxError("text after the JSON value at offset " + r.end);
-    return r.node;
+    return r;
   }
 
   function ptr(base, token) {
     return base + "/" + String(token).replace(/~/g, "~0").replace(/\//g, "~1");
   }
+
+  // FULL is how many JSON values an output may hold to be laid out (one
+  // value a line, a span per value, colours; the editor starts from that
+  // layout too). A larger one is shown as written, with spans only on its
+  // violations' paths and their ancestors: a 1 MiB output laid out was
+  // 160,000 lines and elements, and the tab froze for about a minute.
+  const FULL = 5000;
 
   // render appends node as indented JSON text to parent; every value (and
   // every object member, key included) is a span carrying its JSON Pointer
@@ -234,6 +260,65 @@
     parent.appendChild(span);
   }
 
+  // renderSource appends text[node.s:node.e] to parent as written; a value
+  // whose path want accepts is a span carrying it in data-path (an object
+  // member's span holds its key too). Only wanted values are descended
+  // into, so the work is the text's length plus the wanted paths.
+  function renderSource(text, node, parent, want) {
+    const stack = [parent];
+    let pos = node.s;
+    const upTo = (at) => {
+      if (at > pos) stack[stack.length - 1].appendChild(document.createTextNode(text.slice(pos, at)));
+      pos = at;
+    };
+    const open = (cls, path, at) => {
+      upTo(at);
+      const s = el("span", cls);
+      s.dataset.path = path;
+      stack[stack.length - 1].appendChild(s);
+      stack.push(s);
+    };
+    const close = (at) => {
+      upTo(at);
+      stack.pop();
+    };
+    const inside = (node, path) => {
+      if (node.t === "obj") {
+        for (const e of node.entries) {
+          const p = ptr(path, e.k.val);
+          if (!want(p)) continue;
+          open("m", p, e.k.s);
+          inside(e.v, p);
+          close(e.v.e);
+        }
+      } else if (node.t === "arr") {
+        node.items.forEach((v, n) => {
+          const p = ptr(path, n);
+          if (!want(p)) return;
+          open("v", p, v.s);
+          inside(v, p);
+          close(v.e);
+        });
+      }
+    };
+    inside(node, "");
+    upTo(node.e);
+  }
+
+  // wanted is a want for renderSource: the given JSON Pointers and their
+  // ancestors.
+  function wanted(paths) {
+    const set = new Set();
+    for (let p of paths) {
+      p = p || "";
+      while (p !== "" && !set.has(p)) {
+        set.add(p);
+        p = p.slice(0, p.lastIndexOf("/"));
+      }
+    }
+    return (p) => set.has(p);
+  }
+
   // pretty is render as a string (the editor's starting text).
   function pretty(node, indent) {
     const pad = "  ".repeat(indent + 1);
@@ -252,40 +337,54 @@
 
   // showOutput fills pre with a model output: the JSON value it holds
   // rendered with paths (prose around it kept as plain text), or the text
-  // as it is when it holds none.
-  function showOutput(pre, text) {
+  // as it is when it holds none. paths, when given, are the ones to be
+  // highlighted (an output of more than FULL values marks only those). A
+  // '{' or '[' whose value runs to the end of the text unclosed (an output
+  // cut short) ends the search: the text is shown as it is, and no later
+  // bracket inside it is tried as a fresh start (that was quadratic); nor
+  // are more than about twice the text's length of characters read in all.
+  // It returns the index of the marked spans by path.
+  function showOutput(pre, text, paths) {
     clear(pre);
     text = text || "";
-    for (let i = 0; i < text.length; i++) {
+    let budget = 2 * text.length + 1024;
+    for (let i = 0; i < text.length && budget > 0; i++) {
       if (text[i] !== "{" && text[i] !== "[") continue;
       let r;
       try {
         r = parseJSON(text, i);
-      } catch (_) {
+      } catch (e) {
+        if (!(e instanceof SyntaxError) || e.offset >= text.length) break; // cut short, or nested too deep
+        budget -= e.offset - i + 1;
         continue;
       }
       if (i > 0) pre.appendChild(el("span", "prose", text.slice(0, i)));
-      render(r.node, "", 0, pre);
+      if (r.values <= FULL) render(r.node, "", 0, pre);
+      else renderSource(text, r.node, pre, wanted(paths || []));
       if (r.end < text.length) pre.appendChild(el("span", "prose", text.slice(r.end)));
-      return true;
+      return index(pre);
     }
     pre.appendChild(document.createTextNode(text));
-    return false;
+    return index(pre);
   }
 
-  // mark highlights the span of path in pre, or its nearest ancestor that
-  // exists (a missing property marks the object that lacks it). The root
-  // (path "", or text that is not JSON) marks the frame of pre instead, so
-  // the paths inside stay visible.
-  function mark(pre, path, cls) {
-    const spans = pre.querySelectorAll("[data-path]");
+  function index(pre) {
+    const m = new Map();
+    for (const s of pre.querySelectorAll("[data-path]")) if (!m.has(s.dataset.path)) m.set(s.dataset.path, s);
+    return m;
+  }
+
+  // mark highlights the span of path in pre (spans: showOutput's index),
+  // or its nearest ancestor that exists (a missing property marks the
+  // object that lacks it). The root (path "", or text that is not JSON)
+  // marks the frame of pre instead, so the paths inside stay visible.
+  function mark(pre, spans, path, cls) {
     let p = path || "";
     while (p !== "") {
-      for (const s of spans) {
-        if (s.dataset.path === p) {
-          s.classList.add(cls);
-          return s;
-        }
+      const s = spans.get(p);
+      if (s) {
+        s.classList.add(cls);
+        return s;
       }
       p = p.slice(0, p.lastIndexOf("/"));
     }
@@ -504,7 +603,8 @@
       const last = atts.length ? atts[atts.length - 1].output || "" : "";
       let start = last;
       try {
-        start = pretty(parseWhole(last), 0);
+        const r = parseWhole(last);
+        if (r.values <= FULL) start = pretty(r.node, 0);
       } catch (_) {
         // not one JSON value (prose, truncated): the text as it is
       }
@@ -522,13 +622,14 @@
     );
     const pre = el("pre", "json output");
     pre.tabIndex = 0;
-    showOutput(pre, a.output);
+    const vs = a.violations || [];
+    const spans = showOutput(pre, a.output, vs.map((v) => v.path));
     const list = el("ul", "violations");
-    for (const v of a.violations || []) {
+    for (const v of vs) {
       const li = el("li", null, el("span", "rule", v.rule), " ", el("code", "path", v.path || "(root)"), " ", el("span", "msg", v.message));
       li.tabIndex = 0;
-      mark(pre, v.path, "hl");
-      const on = () => mark(pre, v.path, "focus");
+      mark(pre, spans, v.path, "hl");
+      const on = () => mark(pre, spans, v.path, "focus");
       const off = () => unmark(pre, "focus");
       li.addEventListener("mouseenter", on);
       li.addEventListener("mouseleave", off);
