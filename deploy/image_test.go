@@ -289,12 +289,34 @@ func TestSystemdUnit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, e := range []string{"CONTRACTD_API_KEYS", "CONTRACTD_ADMIN_KEYS", "OPENAI_API_KEY"} {
+	// docs/deploy.md's install steps put each file where the unit reads it
+	// and name the variables the EnvironmentFile must hold.
+	inst, envNames := systemdInstallDocs(t)
+	for src, want := range map[string]string{
+		"bin/contractd":                 exec0[0],
+		"deploy/systemd/contractd.yaml": exec0[3],
+		"/dev/null":                     strings.TrimPrefix(u["Service.EnvironmentFile"][0], "-"),
+	} {
+		if inst[src] != want {
+			t.Errorf("docs/deploy.md installs %s at %q; the unit reads %q", src, inst[src], want)
+		}
+	}
+	for _, e := range envNames {
 		t.Setenv(e, "fake")
 	}
 	rt, err := config.LoadBytes(exec0[3], b)
 	if err != nil {
-		t.Fatalf("deploy/systemd/contractd.yaml: %v", err)
+		t.Fatalf("deploy/systemd/contractd.yaml with the variables docs/deploy.md puts in the EnvironmentFile (%v): %v", envNames, err)
+	}
+	for name := range configEnvNames(rt) {
+		if !slices.Contains(envNames, name) {
+			t.Errorf("the config reads %s; docs/deploy.md's EnvironmentFile line does not name it", name)
+		}
+	}
+	for _, name := range envNames {
+		if !configEnvNames(rt)[name] {
+			t.Errorf("docs/deploy.md's EnvironmentFile line names %s, which the config does not read", name)
+		}
 	}
 	state := "/var/lib/" + u["Service.StateDirectory"][0]
 	if rt.Review.Store != "sqlite" || filepath.Dir(rt.Review.Path) != state || filepath.Dir(rt.Review.SpoolPath) != state {
@@ -335,6 +357,41 @@ func TestSystemdUnit(t *testing.T) {
 	if err != nil || len(bytes.TrimSpace(out)) > 0 {
 		t.Errorf("systemd-analyze verify: %v\n%s", err, out)
 	}
+}
+
+// systemdInstallDocs reads docs/deploy.md's systemd install block: each
+// `install ... SRC DEST` (source -> destination) and the variables its
+// EnvironmentFile comment names (`# CONTRACTD_API_KEYS=..., ...`).
+func systemdInstallDocs(t *testing.T) (map[string]string, []string) {
+	t.Helper()
+	doc, err := os.ReadFile(filepath.Join("..", "docs", "deploy.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, sec, ok := strings.Cut(string(doc), "\n## 2. systemd\n")
+	if !ok {
+		t.Fatal("docs/deploy.md has no ## 2. systemd section")
+	}
+	sec, _, _ = strings.Cut(sec, "\n## ")
+	inst := map[string]string{}
+	var env []string
+	for _, l := range strings.Split(sec, "\n") {
+		cmd, comment, _ := strings.Cut(l, "#")
+		f := strings.Fields(cmd)
+		if len(f) < 3 || f[0] != "install" || f[1] == "-d" {
+			continue
+		}
+		inst[f[len(f)-2]] = f[len(f)-1]
+		if f[len(f)-2] == "/dev/null" {
+			for _, m := range regexp.MustCompile(`([A-Z][A-Z0-9_]*)=`).FindAllStringSubmatch(comment, -1) {
+				env = append(env, m[1])
+			}
+		}
+	}
+	if len(inst) < 3 || len(env) == 0 {
+		t.Fatalf("docs/deploy.md's systemd block: installs %v, EnvironmentFile variables %v", inst, env)
+	}
+	return inst, env
 }
 
 func TestMain(m *testing.M) {
