@@ -67,6 +67,7 @@ type passCall struct {
 	timer     *time.Timer     // the upstream's header timeout
 	status    int
 	failed    *APIError
+	broken    *APIError        // the relayed event stream broke off (sserelay.go)
 	start     time.Time        // the call's start, for its attempt's latency
 	attempts  [1]audit.Attempt // the audit's attempt list, in the call's allocation
 }
@@ -185,6 +186,13 @@ func passModifyResponse(resp *http.Response) error {
 	// chat); ReverseProxy adds the upstream's headers to it, so drop
 	// the upstream's own id rather than send two.
 	delete(resp.Header, "X-Request-Id")
+	if relayedStream(resp) {
+		// Whole events only, and a well-formed end if the stream breaks
+		// (sserelay.go); the length may change.
+		resp.ContentLength = -1
+		resp.Body = newSSERelay(resp.Body, c)
+		return nil
+	}
 	if resp.StatusCode >= 400 {
 		// An error body may echo what the upstream was sent: the
 		// key, as contract routes' 502 messages redact.
@@ -264,7 +272,11 @@ func (s *Server) passthrough(ctx context.Context, cancel context.CancelFunc, w h
 			if c.clientCtx.Err() != nil {
 				x.finish(ctx, StatusClientClosed, audit.OutcomeRejected, CodeClientClosed)
 			} else { // the upstream stream broke or timed out mid-way
-				x.finish(ctx, c.status, audit.OutcomeUpstreamError, CodeUpstreamError)
+				code := CodeUpstreamError
+				if c.broken != nil {
+					code = c.broken.Code
+				}
+				x.finish(ctx, c.status, audit.OutcomeUpstreamError, code)
 			}
 			panic(p)
 		}
@@ -295,6 +307,8 @@ func (s *Server) passthrough(ctx context.Context, cancel context.CancelFunc, w h
 	case c.failed != nil:
 		x.ev.Attempts[0].UpstreamStatus = 0
 		x.finish(ctx, c.failed.Status, audit.OutcomeUpstreamError, c.failed.Code)
+	case c.broken != nil: // the stream ended with an error event (sserelay.go)
+		x.finish(ctx, c.status, audit.OutcomeUpstreamError, c.broken.Code)
 	case c.status == StatusClientClosed:
 		x.ev.Attempts[0].UpstreamStatus = 0
 		x.finish(ctx, c.status, audit.OutcomeRejected, CodeClientClosed)

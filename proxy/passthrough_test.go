@@ -279,12 +279,14 @@ func TestPassthroughUpstreamFailures(t *testing.T) {
 			w.(http.Flusher).Flush()
 			h0hang(r)
 		}, cfg{RequestTimeout: "500ms"})
+		// Event 1, then an error event (the stream ends well-formed and
+		// the SDKs raise it), never a clean end that looks finished.
 		resp, b, err := h.rawStream(t)
-		if err == nil || !strings.Contains(string(b), `{"n":1}`) {
-			t.Errorf("want event 1 then an aborted stream, got %q, %v", b, err)
+		if err != nil || !strings.HasPrefix(string(b), "data: {\"n\":1}\n\ndata: {\"error\":") || !strings.Contains(string(b), `"code":"upstream_timeout"`) {
+			t.Errorf("want event 1 then an upstream_timeout error event, got %q, %v", b, err)
 		}
 		ev := h.sink.waitEvent(t, resp.Header.Get("X-Request-Id"))
-		if ev.Outcome != "upstream_error" || ev.Status != 200 {
+		if ev.Outcome != "upstream_error" || ev.Status != 200 || ev.ErrorCode != "upstream_timeout" {
 			t.Errorf("audit %+v", ev)
 		}
 	})

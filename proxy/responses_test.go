@@ -260,6 +260,7 @@ func TestResponsesPassthrough(t *testing.T) {
 				w.(http.Flusher).Flush()
 				time.Sleep(20 * time.Millisecond)
 			}
+			fmt.Fprint(w, "event: response.completed\ndata: {\"sequence_number\":2}\n\n")
 			return
 		}
 		reply(w, 200, []byte(`{"id":"resp_up","object":"response","output":[]}`))
@@ -281,7 +282,7 @@ func TestResponsesPassthrough(t *testing.T) {
 		t.Errorf("audit api %q outcome %q", ev.API, ev.Outcome)
 	}
 	r = h.post("/r/raw-fast/v1/responses", `{"stream":true,"input":"hi"}`)
-	if r.Status != 200 || string(r.Body) != "event: e0\ndata: {\"sequence_number\":0}\n\nevent: e1\ndata: {\"sequence_number\":1}\n\n" {
+	if r.Status != 200 || string(r.Body) != "event: e0\ndata: {\"sequence_number\":0}\n\nevent: e1\ndata: {\"sequence_number\":1}\n\nevent: response.completed\ndata: {\"sequence_number\":2}\n\n" {
 		t.Errorf("relayed stream %d %q", r.Status, r.Body)
 	}
 }

@@ -14,12 +14,14 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httptrace"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -246,4 +248,65 @@ func TestWriteSection(t *testing.T) {
 	if strings.Contains(got, "first") || strings.Contains(got, "second") || strings.Count(got, endMarker) != 1 {
 		t.Errorf("old sections left behind:\n%s", got)
 	}
+}
+
+// streamTransport answers every call with a 200 event stream of
+// streamEvents chat chunks and [DONE], one event per read, as a streaming
+// upstream's body arrives.
+type streamTransport struct{ events [][]byte }
+
+const streamEvents = 20
+
+func newStreamTransport() streamTransport {
+	var t streamTransport
+	for i := range streamEvents {
+		t.events = append(t.events, fmt.Appendf(nil, `data: {"id":"chatcmpl-bench","object":"chat.completion.chunk","created":1700000000,"model":"bench-model","choices":[{"index":0,"delta":{"content":"token %d "},"finish_reason":null}]}`+"\n\n", i))
+	}
+	t.events = append(t.events, []byte("data: [DONE]\n\n"))
+	return t
+}
+
+type eventReader struct{ events [][]byte }
+
+func (r *eventReader) Read(p []byte) (int, error) {
+	if len(r.events) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p, r.events[0])
+	if r.events[0] = r.events[0][n:]; len(r.events[0]) == 0 {
+		r.events = r.events[1:]
+	}
+	return n, nil
+}
+
+func (t streamTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	_, _ = io.Copy(io.Discard, r.Body)
+	r.Body.Close()
+	return &http.Response{StatusCode: 200, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header: http.Header{"Content-Type": {"text/event-stream"}}, ContentLength: -1,
+		Body: io.NopCloser(&eventReader{events: slices.Clone(t.events)}), Request: r}, nil
+}
+
+// BenchmarkPassthroughStream is a streaming passthrough request through
+// the whole handler: the upstream's event stream relayed (and flushed)
+// event by event to the client.
+func BenchmarkPassthroughStream(b *testing.B) {
+	h := newInProcess(b, loadBenchRuntime(b, "http://mock.invalid/v1"), &http.Client{Transport: newStreamTransport()})
+	body := []byte(`{"model":"hop","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		w := testkit.NewSinkWriter()
+		ctx := context.Background()
+		for pb.Next() {
+			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "/v1/chat/completions", bytes.NewReader(body))
+			req.Header["Content-Type"] = []string{"application/json"}
+			w.Reset()
+			h.ServeHTTP(w, req)
+			if w.Status != 200 || w.N < streamEvents*100 {
+				b.Errorf("HTTP %d, %d bytes", w.Status, w.N)
+				return
+			}
+		}
+	})
 }
