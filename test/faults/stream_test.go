@@ -16,6 +16,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -374,4 +375,232 @@ func TestPassthroughResponsesStreamBreaks(t *testing.T) {
 		}
 		wantAudit(t, e, "upstream_error", 200, "upstream_error")
 	})
+}
+
+// A contract route decides before it streams: under every upstream fault a
+// stream:true request gets what the same request without stream gets (the
+// same status, error code and attempts header, the same number of upstream
+// calls: the retry plan runs as for any request), as a JSON error, never a
+// stream; and a valid verdict streams chunks ending in [DONE].
+func TestContractStreamUnderUpstreamFaults(t *testing.T) {
+	const askCStream = `{"model":"c","stream":true,"messages":[{"role":"user","content":"What is six times seven?"}]}`
+	faults := map[string]func(up **upstream) func(w http.ResponseWriter, r *http.Request, n int){
+		"valid": func(**upstream) func(http.ResponseWriter, *http.Request, int) { return okHandler },
+		"5xx": func(**upstream) func(http.ResponseWriter, *http.Request, int) {
+			return func(w http.ResponseWriter, r *http.Request, n int) { reply(w, 503, []byte(`{"error":{"message":"busy"}}`)) }
+		},
+		"invalid output": func(**upstream) func(http.ResponseWriter, *http.Request, int) {
+			return func(w http.ResponseWriter, r *http.Request, n int) { reply(w, 200, completion(`{"answer":42}`)) }
+		},
+		"invalid then valid": func(**upstream) func(http.ResponseWriter, *http.Request, int) {
+			return func(w http.ResponseWriter, r *http.Request, n int) {
+				if n%2 == 1 {
+					reply(w, 200, completion(`not json`))
+					return
+				}
+				okHandler(w, r, n)
+			}
+		},
+		"event stream unasked": func(**upstream) func(http.ResponseWriter, *http.Request, int) {
+			return func(w http.ResponseWriter, r *http.Request, n int) {
+				w.Header().Set("Content-Type", "text/event-stream")
+				w.WriteHeader(200)
+				io.WriteString(w, chunkEvent(1)+"data: [DONE]\n\n")
+			}
+		},
+		"no headers": func(up **upstream) func(http.ResponseWriter, *http.Request, int) {
+			return func(w http.ResponseWriter, r *http.Request, n int) { (*up).hang(r) }
+		},
+	}
+	for name, fault := range faults {
+		t.Run(name, func(t *testing.T) {
+			noLeaks(t)
+			var up *upstream
+			up = newUpstream(t, fault(&up))
+			e := newEnv(t, up.URL(), opts{UpTimeout: "150ms", MaxRetries: 1}, nil)
+			plain := e.post(context.Background(), askC)
+			hits := up.Hits()
+			r := e.post(context.Background(), askCStream)
+			if r.Err != nil || r.Status != plain.Status || up.Hits()-hits != hits ||
+				r.Header.Get("X-Contract-Attempts") != plain.Header.Get("X-Contract-Attempts") {
+				t.Fatalf("stream: %d %v, attempts %s, %d upstream calls; without stream: %d, attempts %s, %d calls",
+					r.Status, r.Err, r.Header.Get("X-Contract-Attempts"), up.Hits()-hits, plain.Status, plain.Header.Get("X-Contract-Attempts"), hits)
+			}
+			ct := r.Header.Get("Content-Type")
+			if r.Status != 200 {
+				if ct != "application/json" || r.errField("code") != plain.errField("code") {
+					t.Errorf("stream: %s %s, want the JSON error %s", ct, r.Body, plain.errField("code"))
+				}
+				return
+			}
+			evs := streamEvents(t, r.Body)
+			if ct != "text/event-stream" || len(evs) < 2 || !evs[len(evs)-1].IsDone() {
+				t.Fatalf("stream: %s %q", ct, r.Body)
+			}
+			var content strings.Builder
+			for _, ev := range evs[:len(evs)-1] {
+				var c struct {
+					Object  string `json:"object"`
+					Choices []struct {
+						Delta struct {
+							Content string `json:"content"`
+						} `json:"delta"`
+					} `json:"choices"`
+				}
+				if err := json.Unmarshal([]byte(ev.Data), &c); err != nil || c.Object != "chat.completion.chunk" {
+					t.Fatalf("event %q", ev.Data)
+				}
+				for _, ch := range c.Choices {
+					content.WriteString(ch.Delta.Content)
+				}
+			}
+			if content.String() != validAnswer {
+				t.Errorf("streamed content %q, want %s", content.String(), validAnswer)
+			}
+		})
+	}
+}
+
+// A client that stops reading a passthrough stream holds the upstream
+// back: contractd buffers a bounded amount (the relay's held event, the
+// proxy's copy buffer and the sockets'), not the stream.
+func TestPassthroughStreamSlowReader(t *testing.T) {
+	noLeaks(t)
+	var written atomic.Int64
+	ev := []byte(chunkEvent(1))
+	up := sseUpstream(t, func(w io.Writer, flush func(), r *http.Request) {
+		for written.Load() < 256<<20 {
+			n, err := w.Write(ev)
+			written.Add(int64(n))
+			if err != nil {
+				return
+			}
+		}
+	})
+	e := newEnv(t, up.URL(), opts{RequestTimeout: "10s"}, nil)
+	req, _ := http.NewRequest(http.MethodPost, e.url+"/v1/chat/completions", strings.NewReader(askPStream))
+	req.Header.Set("Authorization", "Bearer "+keyAlpha)
+	resp, err := e.client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Read nothing until the upstream's writes stall.
+	var last int64 = -1
+	for i := 0; i < 100 && written.Load() != last; i++ {
+		last = written.Load()
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Logf("the upstream wrote %d KiB before its writes stalled", written.Load()>>10)
+	if n := written.Load(); n > 64<<20 {
+		t.Errorf("the upstream wrote %d MiB to a client that read nothing", n>>20)
+	}
+	resp.Body.Close()
+}
+
+// The Responses API edge of a contract route under the same faults: a
+// stream:true request gets the JSON error the same request without stream
+// gets, after as many upstream calls; a valid verdict streams §13's event
+// sequence, each with its sequence_number, the text in one delta.
+func TestContractResponsesStreamUnderUpstreamFaults(t *testing.T) {
+	post := func(e *env, body string) *result {
+		req, _ := http.NewRequest(http.MethodPost, e.url+"/v1/responses", strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+keyAlpha)
+		resp, err := e.client.Do(req)
+		if err != nil {
+			return &result{Err: err}
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		return &result{Status: resp.StatusCode, Header: resp.Header, Body: b, Err: err}
+	}
+	handlers := map[string]func(w http.ResponseWriter, r *http.Request, n int){
+		"valid":          okHandler,
+		"invalid output": func(w http.ResponseWriter, r *http.Request, n int) { reply(w, 200, completion(`{"answer":42}`)) },
+		"5xx":            func(w http.ResponseWriter, r *http.Request, n int) { reply(w, 500, []byte(`{}`)) },
+	}
+	for name, h := range handlers {
+		t.Run(name, func(t *testing.T) {
+			noLeaks(t)
+			up := newUpstream(t, h)
+			e := newEnv(t, up.URL(), opts{MaxRetries: 1}, nil)
+			plain := post(e, `{"model":"c","input":"What is six times seven?"}`)
+			hits := up.Hits()
+			r := post(e, `{"model":"c","input":"What is six times seven?","stream":true}`)
+			if r.Err != nil || r.Status != plain.Status || up.Hits()-hits != hits {
+				t.Fatalf("stream: %d %v after %d calls; without stream: %d after %d", r.Status, r.Err, up.Hits()-hits, plain.Status, hits)
+			}
+			if r.Status != 200 {
+				if r.Header.Get("Content-Type") != "application/json" || r.errField("code") != plain.errField("code") {
+					t.Errorf("stream: %s %s, want the JSON error %s", r.Header.Get("Content-Type"), r.Body, plain.errField("code"))
+				}
+				return
+			}
+			want := []string{"response.created", "response.in_progress", "response.output_item.added", "response.content_part.added",
+				"response.output_text.delta", "response.output_text.done", "response.content_part.done", "response.output_item.done", "response.completed"}
+			evs := streamEvents(t, r.Body)
+			if len(evs) != len(want) {
+				t.Fatalf("%d events: %q", len(evs), r.Body)
+			}
+			for i, ev := range evs {
+				var d struct {
+					Type  string `json:"type"`
+					Seq   *int   `json:"sequence_number"`
+					Delta string `json:"delta"`
+				}
+				if err := json.Unmarshal([]byte(ev.Data), &d); err != nil || ev.Type != want[i] || d.Type != want[i] || d.Seq == nil || *d.Seq != i {
+					t.Errorf("event %d: %s %s, want %s with sequence_number %d", i, ev.Type, ev.Data, want[i], i)
+				}
+				if d.Type == "response.output_text.delta" && d.Delta != validAnswer {
+					t.Errorf("delta %q", d.Delta)
+				}
+			}
+		})
+	}
+}
+
+// More streams than max_connections: the ones over the cap wait for a
+// connection to close (SPEC §15) and are then served whole; none fails.
+func TestPassthroughStreamsAtTheConnectionCap(t *testing.T) {
+	noLeaks(t)
+	up := sseUpstream(t, func(w io.Writer, flush func(), r *http.Request) {
+		for i := 1; i <= 5; i++ {
+			io.WriteString(w, chunkEvent(i))
+			flush()
+			time.Sleep(20 * time.Millisecond)
+		}
+		io.WriteString(w, "data: [DONE]\n\n")
+	})
+	e := newEnv(t, up.URL(), opts{MaxConnections: "3"}, &testTimeouts)
+	// One connection per stream, none kept for a second request, so each
+	// waiting stream takes a slot only once one closes.
+	e.client = &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	const n = 12
+	bodies := make([]string, n)
+	for i := range bodies {
+		bodies[i] = askPStream
+	}
+	peak := make(chan int64, 1)
+	stop := make(chan struct{})
+	go func() {
+		var m int64
+		for {
+			select {
+			case <-stop:
+				peak <- m
+				return
+			case <-time.After(2 * time.Millisecond):
+				m = max(m, e.srv.LimitStats().Connections)
+			}
+		}
+	}()
+	for i, r := range e.postAll(bodies...) {
+		evs := streamEvents(t, r.Body)
+		if r.Err != nil || r.Status != 200 || len(evs) != 6 || !evs[5].IsDone() {
+			t.Errorf("stream %d: %d %v, %d events", i, r.Status, r.Err, len(evs))
+		}
+	}
+	close(stop)
+	if p := <-peak; p > 3 {
+		t.Errorf("%d connections open at once, cap 3", p)
+	}
 }
