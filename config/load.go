@@ -87,6 +87,14 @@ func ParseBytes(path string, raw []byte) (*Parsed, error) {
 	if root.Kind != yaml.MappingNode {
 		return nil, &Error{Problems: []Problem{{File: path, Line: root.Line, Message: "config must be a YAML mapping"}}}
 	}
+	if n, a := expandedSize(root, map[*yaml.Node]int{}); n > maxExpandedNodes(root) {
+		line := root.Line
+		if a != nil {
+			line = a.Line
+		}
+		return nil, &Error{Problems: []Problem{{File: path, Line: line, Message: fmt.Sprintf(
+			"YAML aliases expand the config to more than %d values (an alias bomb?): write the repeated part out, or alias it fewer times", maxExpandedNodes(root))}}}
+	}
 	f := &File{}
 	decodeNode(root, reflect.ValueOf(f).Elem(), "", ps)
 	if len(ps.errs) > 0 {
@@ -97,6 +105,50 @@ func ParseBytes(path string, raw []byte) (*Parsed, error) {
 		abs = path
 	}
 	return &Parsed{File: f, Path: path, Dir: filepath.Dir(abs), Raw: raw, lines: ps.lines}, nil
+}
+
+// maxExpandedNodes bounds the values a config may hold once its aliases
+// are expanded: the decoder and the schema compiler walk every alias as a
+// copy, so nine aliases of nine aliases of ... (the "billion laughs") would
+// take gigabytes from a file of a few hundred bytes. A config without
+// aliases is never refused: the bound is at least 4x the values written.
+func maxExpandedNodes(root *yaml.Node) int {
+	return max(1<<20, 4*writtenNodes(root))
+}
+
+func writtenNodes(n *yaml.Node) int {
+	c := 1
+	for _, k := range n.Content {
+		c += writtenNodes(k)
+	}
+	return c
+}
+
+// expandedSize counts the values under n with every alias expanded,
+// memoised per node so it runs in the size of the file; it saturates
+// rather than overflow. It also returns the first alias met, for the line.
+func expandedSize(n *yaml.Node, memo map[*yaml.Node]int) (int, *yaml.Node) {
+	const saturated = math.MaxInt32
+	if c, ok := memo[n]; ok {
+		return c, nil
+	}
+	memo[n] = saturated // an alias inside its own anchor: never finite
+	var first *yaml.Node
+	c := 1
+	if n.Kind == yaml.AliasNode && n.Alias != nil {
+		first = n
+		ac, _ := expandedSize(n.Alias, memo)
+		c = ac
+	}
+	for _, k := range n.Content {
+		kc, ka := expandedSize(k, memo)
+		if first == nil {
+			first = ka
+		}
+		c = min(c+kc, saturated)
+	}
+	memo[n] = c
+	return c, first
 }
 
 var (
