@@ -2,6 +2,10 @@ package e2e
 
 import (
 	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"syscall"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -452,4 +456,48 @@ func runCLIEnv(t *testing.T, env map[string]string, args ...string) (string, str
 	d := startProcess(t, env, args...)
 	code := d.wait(20 * time.Second)
 	return d.stdout.String(), d.stderr.String(), code
+}
+
+// TestInterruptStopsOfflineTools: `contractd check --contract NAME` with no
+// OUTPUT reads stdin, so a user who forgot the file sits at a silent
+// prompt; Ctrl-C (SIGINT) and SIGTERM were caught for every command (only
+// serve and replay drain on them) and ignored, so check waited for EOF.
+// They now end check, validate, render and schema as they end any tool.
+func TestInterruptStopsOfflineTools(t *testing.T) {
+	t.Parallel()
+	cfg := writeConfig(t, t.TempDir(), offlineConfig())
+	for _, sig := range []os.Signal{os.Interrupt, syscall.SIGTERM} {
+		t.Run(sig.String(), func(t *testing.T) {
+			cmd := exec.Command(binPath, "check", "-c", cfg, "--contract", "sentiment_v1")
+			cmd.Env = envList(baseEnv())
+			stdin, err := cmd.StdinPipe() // never written nor closed: check waits on it
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer stdin.Close()
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(300 * time.Millisecond) // loaded, reading stdin
+			if err := cmd.Process.Signal(sig); err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan error, 1)
+			go func() { done <- cmd.Wait() }()
+			select {
+			case err := <-done:
+				var ee *exec.ExitError
+				if !errors.As(err, &ee) {
+					t.Fatalf("check after %v: %v, want killed by the signal", sig, err)
+				}
+				if ws, ok := ee.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != sig {
+					t.Errorf("check after %v: %v (stderr?), want killed by the signal", sig, err)
+				}
+			case <-time.After(5 * time.Second):
+				_ = cmd.Process.Kill()
+				<-done
+				t.Fatalf("check still reading stdin 5s after %v", sig)
+			}
+		})
+	}
 }

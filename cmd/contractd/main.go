@@ -10,8 +10,17 @@ import (
 	"syscall"
 )
 
+// drains are the commands that catch SIGINT and SIGTERM to stop cleanly
+// (serve drains in-flight requests, replay stops and reports). The others
+// (validate, check, render, schema) keep the default: the signal ends the
+// process, so Ctrl-C stops check waiting on stdin.
+var drains = map[string]bool{"serve": true, "replay": true}
+
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := context.Background(), context.CancelFunc(func() {})
+	if len(os.Args) > 1 && drains[os.Args[1]] {
+		ctx, stop = signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	}
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
