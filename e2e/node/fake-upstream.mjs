@@ -7,7 +7,8 @@
 //   fake-bad   prose, never valid (every attempt fails: needs_review)
 //
 // POST /v1/responses (a passthrough route's Responses call) answers a
-// response object, or three SSE events when the body asks to stream.
+// response object, or three SSE events when the body asks to stream; with
+// input "break" the stream breaks off inside its second event.
 //
 // GET /_e2e/requests returns the recorded requests (method, path, headers,
 // body) so the tests can check which key the upstream saw.
@@ -50,6 +51,12 @@ function passthroughResponse(res, raw) {
     { type: 'response.output_text.delta', sequence_number: 1, item_id: 'msg_fake', output_index: 0, content_index: 0, delta: `echo: ${body.input}` },
     { type: 'response.completed', sequence_number: 2, response },
   ];
+  if (body.input === 'break') {
+    const cut = `event: ${events[1].type}\ndata: ${JSON.stringify(events[1])}`.slice(0, 40);
+    res.write(`event: ${events[0].type}\ndata: ${JSON.stringify(events[0])}\n\n`);
+    setTimeout(() => res.end(cut), 10);
+    return;
+  }
   let i = 0;
   const next = () => {
     if (i === events.length) {

@@ -157,3 +157,14 @@ test('openai: Responses on a passthrough route are relayed, streams event by eve
   assert.deepEqual(types, ['response.created', 'response.output_text.delta', 'response.completed']);
   assert.equal(text, 'echo: hi');
 });
+
+test('openai: a passthrough Responses stream that breaks off raises an APIError, not a clean end', async () => {
+  // The fake upstream ends its body inside the second event: contractd
+  // relays the whole first event, drops the torn one and ends with an
+  // error event, which the SDK raises.
+  const types = [];
+  await assert.rejects(async () => {
+    for await (const e of await client.responses.create({ model: 'raw', input: 'break', stream: true })) types.push(e.type);
+  }, (err) => err instanceof OpenAI.APIError && err.code === 'upstream_error' && err.type === 'upstream_error');
+  assert.deepEqual(types, ['response.created']);
+});
