@@ -209,12 +209,15 @@ func (s *Server) attempts(ctx context.Context, r *http.Request, x *exchange, p *
 			if ue == nil {
 				ue = &UpstreamError{Reason: "call failed"}
 			}
-			if r.Context().Err() != nil {
-				return nil, errClientClosed()
-			}
+			// The attempt ran (and may have been paid for) whether the
+			// upstream failed or the client left during it: it is in the
+			// audit, as its span is.
 			at := audit.Attempt{Attempt: n, Temperature: a.Temperature, Shortened: ab.Shortened, UpstreamStatus: ue.Status,
 				LatencyMS: ms(latency), Violations: []contracts.Violation{}}
 			x.ev.Attempts = append(x.ev.Attempts, at)
+			if r.Context().Err() != nil {
+				return nil, errClientClosed()
+			}
 			return nil, ue.apiError(route.Upstream.Name)
 		}
 		usage := audit.Usage{PromptTokens: comp.Resp.Usage.PromptTokens, CompletionTokens: comp.Resp.Usage.CompletionTokens, TotalTokens: comp.Resp.Usage.TotalTokens}

@@ -152,6 +152,14 @@ func (f *fakeUpstream) serve(w http.ResponseWriter, r *http.Request, c *testkit.
 		return
 	case req.Model == "gpt-raw":
 		content = "raw passthrough reply"
+	case strings.Contains(s, "SCENARIO-hang"):
+		// Held until the caller gives up (the client left): the attempt
+		// runs and never answers.
+		select {
+		case <-r.Context().Done():
+		case <-time.After(5 * time.Second):
+		}
+		return
 	case strings.Contains(s, "SCENARIO-budget"):
 		content = `{"intent":"nonsense"}`
 		pt, ct = bigPrompt, bigCompletion

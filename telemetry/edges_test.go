@@ -1,0 +1,95 @@
+package telemetry_test
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/contractd/contractd/telemetry"
+)
+
+// waitAudit waits until the audit holds the event of request id (the
+// handler may write it just after the client stopped waiting).
+func (h *harness) waitAudit(id string) map[string]any {
+	h.t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if ev, ok := h.events()[id]; ok {
+			return ev
+		}
+		if time.Now().After(deadline) {
+			h.t.Fatalf("no audit event for %s:\n%s", id, h.audit.String())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestClientGoneMidAttempt: a client that leaves while a contract attempt
+// waits for the upstream is audited 499 rejected, and the attempt that ran
+// (and was cut) is in the event, as the upstream call of a passthrough
+// request cut the same way is: attempts_total counts it (result
+// upstream_error), the upstream histogram observes it, and the audit, the
+// request log line and the metrics agree with the attempt span.
+func TestClientGoneMidAttempt(t *testing.T) {
+	h := newHarness(t, harnessOpts{})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, h.api.URL+"/v1/chat/completions",
+		strings.NewReader(rawContractBody("classify", scenarioInput("hang"))))
+	req.Header.Set("Authorization", "Bearer "+clientKey)
+	go func() {
+		for len(h.up.Calls()) == 0 {
+			time.Sleep(2 * time.Millisecond)
+		}
+		time.Sleep(20 * time.Millisecond)
+		cancel()
+	}()
+	if resp, err := h.api.Client().Do(req); err == nil {
+		resp.Body.Close()
+		t.Fatalf("request finished with %d; want the client's cancel", resp.StatusCode)
+	}
+	spans := h.waitSpans(1)
+	var id string
+	for _, s := range spans {
+		if s.Name == telemetry.SpanAttempt {
+			t.Logf("attempt span status %v", s.Status)
+		}
+		if rid := attr(s, "contractd.request_id").AsString(); rid != "" {
+			id = rid
+		}
+	}
+	if id == "" {
+		t.Fatal("no server span with a request id")
+	}
+	ev := h.waitAudit(id)
+	if ev["status"] != 499.0 || ev["outcome"] != "rejected" || ev["error_code"] != "client_closed_request" {
+		t.Fatalf("event status %v outcome %v error_code %v, want 499 rejected client_closed_request", ev["status"], ev["outcome"], ev["error_code"])
+	}
+	atts, _ := ev["attempts"].([]any)
+	if len(atts) != 1 {
+		t.Fatalf("attempts %v: want the one attempt that ran", ev["attempts"])
+	}
+	a := atts[0].(map[string]any)
+	if a["attempt"] != 1.0 || a["upstream_status"] != 0.0 || a["finish_reason"] != "" || a["output_sha256"] != "" || a["temperature"] != 0.7 {
+		t.Errorf("attempt %v: want attempt 1 at 0.7, upstream_status 0, no finish reason, no output", a)
+	}
+	if l, _ := a["latency_ms"].(float64); l < 15 {
+		t.Errorf("latency_ms %v: want the time the call ran (>= 20 ms)", a["latency_ms"])
+	}
+	m := parseSamples(t, h.scrape())
+	if got := m.get(t, telemetry.MetricRequests, "route", "classify", "outcome", "rejected"); got != 1 {
+		t.Errorf("requests{classify,rejected} = %v, want 1", got)
+	}
+	if got := m.get(t, telemetry.MetricAttempts, "route", "classify", "attempt", "1", "result", "upstream_error"); got != 1 {
+		t.Errorf("attempts{classify,1,upstream_error} = %v, want 1", got)
+	}
+	if got := m.get(t, telemetry.MetricUpstreamDuration+"_count", "route", "classify"); got != 1 {
+		t.Errorf("upstream duration count{classify} = %v, want 1", got)
+	}
+	if !bytes.Contains([]byte(h.logs.String()), []byte(`"request_id":"`+id+`","route":"classify","outcome":"rejected","status":499,"attempts":1`)) {
+		t.Errorf("request log line: want attempts 1:\n%s", h.logs.String())
+	}
+}
