@@ -177,6 +177,9 @@ func (s *Server) exactPaths(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
+		// Not matched by the ServeMux: an unknown path, whose pattern (the
+		// HTTP metric's http.route) is its catch-all "/".
+		r.Pattern = "/"
 		if !strings.HasPrefix(p, "/r/") {
 			notFound(w, r)
 			return

@@ -93,3 +93,27 @@ func TestClientGoneMidAttempt(t *testing.T) {
 		t.Errorf("request log line: want attempts 1:\n%s", h.logs.String())
 	}
 }
+
+// TestHTTPRouteOfUncleanPath: a path answered without the ServeMux (one
+// with "//", ".." or "." segments) is an unknown path, whose
+// http_server_request_duration_seconds series has http_route "/" as the
+// docs say, not a series without the label.
+func TestHTTPRouteOfUncleanPath(t *testing.T) {
+	h := newHarness(t, harnessOpts{})
+	for _, p := range []string{"/v1//chat/completions", "/r/classify/../v1/chat/completions"} {
+		resp, b := h.post(p, clientKey, rawContractBody("classify", scenarioInput("valid")), nil)
+		if resp.StatusCode != http.StatusNotFound {
+			t.Fatalf("%s: %d %s", p, resp.StatusCode, b)
+		}
+	}
+	m := parseSamples(t, h.scrape())
+	for _, s := range m.series("http_server_request_duration_seconds_count") {
+		if !strings.Contains(s, "http_route=") {
+			t.Errorf("series without http_route: %s", s)
+		}
+	}
+	if got := m.get(t, "http_server_request_duration_seconds_count", "http_request_method", "POST", "http_response_status_code", "404",
+		"http_route", "/", "url_scheme", "http"); got != 2 {
+		t.Errorf("404s under http_route \"/\" = %v, want 2", got)
+	}
+}
