@@ -86,7 +86,7 @@ func (s *Server) store() (review.Store, *APIError) {
 	return nil, errStoreDown
 }
 
-func (s *Server) storeError(err error) *APIError {
+func (s *Server) storeError(w http.ResponseWriter, err error) *APIError {
 	switch {
 	case errors.Is(err, review.ErrNotFound):
 		return errReviewNotFound
@@ -95,7 +95,7 @@ func (s *Server) storeError(err error) *APIError {
 	case errors.Is(err, review.ErrBadCursor):
 		return badRequest(CodeInvalidParameter, "cursor", "cursor is not one this server returned")
 	}
-	s.Logger.Error("review store failed", "error", err.Error())
+	s.Logger.Error("review store failed", "request_id", w.Header().Get("X-Request-Id"), "error", err.Error())
 	return errStoreDown
 }
 
@@ -127,7 +127,7 @@ func (s *Server) listReviews(w http.ResponseWriter, r *http.Request) {
 	}
 	items, next, err := st.List(r.Context(), f)
 	if err != nil {
-		writeError(w, s.storeError(err))
+		writeError(w, s.storeError(w, err))
 		return
 	}
 	out := reviewList{Items: items}
@@ -149,7 +149,7 @@ func (s *Server) adminGetReview(w http.ResponseWriter, r *http.Request) {
 // writeItem answers with a store call's item, or with its error.
 func (s *Server) writeItem(w http.ResponseWriter, it *review.Item, err error) {
 	if err != nil {
-		writeError(w, s.storeError(err))
+		writeError(w, s.storeError(w, err))
 		return
 	}
 	writeJSON(w, http.StatusOK, it)
@@ -226,7 +226,7 @@ func (s *Server) exportReviews(w http.ResponseWriter, r *http.Request) {
 	})
 	if err != nil {
 		// Headers are gone: the client sees a truncated stream.
-		s.Logger.Warn("review export stopped", "error", err.Error())
+		s.Logger.Warn("review export stopped", "request_id", w.Header().Get("X-Request-Id"), "error", err.Error())
 	}
 	_ = bw.Flush()
 }
@@ -294,17 +294,17 @@ type pendingReview struct {
 	subj  contracts.Subject
 }
 
-func (s *Server) pendingReview(r *http.Request) (*pendingReview, *APIError) {
+func (s *Server) pendingReview(w http.ResponseWriter, r *http.Request) (*pendingReview, *APIError) {
 	st, aerr := s.store()
 	if aerr != nil {
 		return nil, aerr
 	}
 	it, err := st.Get(r.Context(), r.PathValue("id"))
 	if err != nil {
-		return nil, s.storeError(err)
+		return nil, s.storeError(w, err)
 	}
 	if it.Status != review.StatusPending {
-		return nil, s.storeError(review.ErrAlreadyResolved)
+		return nil, s.storeError(w, review.ErrAlreadyResolved)
 	}
 	route, aerr := s.contractRoute(it.Route)
 	if aerr != nil {
@@ -340,7 +340,7 @@ func (s *Server) approveReview(w http.ResponseWriter, r *http.Request) {
 		writeError(w, missingField("reviewer"))
 		return
 	}
-	pr, aerr := s.pendingReview(r)
+	pr, aerr := s.pendingReview(w, r)
 	if aerr != nil {
 		writeError(w, aerr)
 		return
@@ -387,14 +387,14 @@ func (s *Server) resolve(w http.ResponseWriter, r *http.Request, st review.Store
 	res.Webhook = s.Reviews.Webhook
 	it, err := st.Resolve(context.WithoutCancel(r.Context()), id, res)
 	if err != nil {
-		writeError(w, s.storeError(err))
+		writeError(w, s.storeError(w, err))
 		return
 	}
-	s.resolved(it)
+	s.resolved(w, it)
 	writeJSON(w, http.StatusOK, it)
 }
 
-func (s *Server) resolved(it *review.Item) {
+func (s *Server) resolved(w http.ResponseWriter, it *review.Item) {
 	q := s.Reviews
 	q.Notifier.Notify(it.ID)
 	q.Metrics.Resolved(it.Route, it.Status, it.Resolution.By)
@@ -405,13 +405,13 @@ func (s *Server) resolved(it *review.Item) {
 		}
 		if err := rw.WriteResolved(&audit.ResolvedEvent{Event: audit.EventReviewResolved, Time: *it.ResolvedAt, ReviewID: it.ID,
 			Route: it.Route, Status: string(it.Status), By: string(it.Resolution.By), Reviewer: it.Resolution.Reviewer, OutputSHA256: sum}); err != nil {
-			s.Logger.Error("audit write failed", "error", err.Error())
+			s.Logger.Error("audit write failed", "request_id", w.Header().Get("X-Request-Id"), "error", err.Error())
 		}
 	}
 }
 
 func (s *Server) rerunReview(w http.ResponseWriter, r *http.Request) {
-	pr, aerr := s.pendingReview(r)
+	pr, aerr := s.pendingReview(w, r)
 	if aerr != nil {
 		writeError(w, aerr)
 		return
@@ -421,7 +421,7 @@ func (s *Server) rerunReview(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), sst.rt.Server.RequestTimeout)
 	defer cancel()
 	x := &exchange{s: s, st: sst, start: time.Now(), ev: &audit.Event{Time: time.Now().UTC(), RequestID: it.ID, Route: route.Name},
-		log: s.Logger.With("review_id", it.ID)}
+		log: s.Logger.With("request_id", w.Header().Get("X-Request-Id"), "review_id", it.ID)}
 	v, aerr := s.attempts(ctx, r, x, p)
 	if aerr != nil && aerr.Review == nil {
 		writeError(w, aerr)

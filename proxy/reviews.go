@@ -340,7 +340,7 @@ func (s *Server) getReview(w http.ResponseWriter, r *http.Request) {
 	case errors.Is(err, review.ErrNotFound) || (err == nil && it.KeyID != kid):
 		writeError(w, errReviewNotFound)
 	case err != nil:
-		s.Logger.Error("review store read failed", "error", err.Error())
+		s.Logger.Error("review store read failed", "request_id", w.Header().Get("X-Request-Id"), "error", err.Error())
 		writeError(w, errStoreDown)
 	default:
 		writeJSON(w, http.StatusOK, clientReview{ID: it.ID, Status: it.Status, Route: it.Route, Contract: it.Contract.Name,

@@ -1,0 +1,90 @@
+package proxy
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/contractd/contractd/internal/testkit"
+	"github.com/contractd/contractd/review"
+)
+
+// readFaultStore fails every read (Get, List, Export) while fail is set.
+type readFaultStore struct {
+	*faultStore
+	fail atomic.Bool
+}
+
+var errReadInjected = errors.New("disk I/O error (injected read)")
+
+func (f *readFaultStore) Get(ctx context.Context, id string) (*review.Item, error) {
+	if f.fail.Load() {
+		return nil, errReadInjected
+	}
+	return f.faultStore.Get(ctx, id)
+}
+
+func (f *readFaultStore) List(ctx context.Context, fl review.Filter) ([]*review.Item, string, error) {
+	if f.fail.Load() {
+		return nil, "", errReadInjected
+	}
+	return f.faultStore.List(ctx, fl)
+}
+
+// TestReviewStoreErrorLogsRequestID: the error line logged when the review
+// store fails under a client poll or an admin call carries that request's
+// request_id (its X-Request-Id), as every line about a request does
+// (docs/observability.md, Logs), so the 503 a client or reviewer reports
+// leads to its cause.
+func TestReviewStoreErrorLogsRequestID(t *testing.T) {
+	rh := newReviewHarness(t)
+	logs := &testkit.SyncBuffer{}
+	rh.srv.Logger = slog.New(slog.NewJSONHandler(logs, nil))
+	id := rh.needsReview(classifyReq)
+	rs := &readFaultStore{faultStore: rh.store}
+	rh.q.store.Store(ptrTo[review.Store](rs))
+	rs.fail.Store(true)
+
+	calls := []struct{ method, path, key, msg string }{
+		{"GET", "/v1/reviews/" + id, clientKey, "review store read failed"},
+		{"GET", "/admin/reviews/" + id, adminKey, "review store failed"},
+		{"GET", "/admin/reviews", adminKey, "review store failed"},
+		{"POST", "/admin/reviews/" + id + "/rerun", adminKey, "review store failed"},
+		{"POST", "/admin/reviews/" + id + "/approve", adminKey, "review store failed"},
+	}
+	for _, c := range calls {
+		body := ""
+		if strings.HasSuffix(c.path, "/approve") {
+			body = `{"reviewer":"ann","output":{"intent":"other"}}`
+		}
+		before := len(logs.String())
+		r := rh.call(c.method, c.path, body, c.key)
+		if r.Status != 503 {
+			t.Fatalf("%s %s: %d %s", c.method, c.path, r.Status, r.Body)
+		}
+		rid := r.Header.Get("X-Request-Id")
+		var found bool
+		for _, line := range strings.Split(strings.TrimSpace(logs.String()[before:]), "\n") {
+			var m map[string]any
+			if err := json.Unmarshal([]byte(line), &m); err != nil {
+				t.Fatalf("log line %q: %v", line, err)
+			}
+			if m["msg"] != c.msg {
+				continue
+			}
+			found = true
+			if m["request_id"] != rid || rid == "" {
+				t.Errorf("%s %s: %q line has request_id %v, want the response's %q", c.method, c.path, c.msg, m["request_id"], rid)
+			}
+		}
+		if !found {
+			t.Errorf("%s %s: no %q line in\n%s", c.method, c.path, c.msg, logs.String()[before:])
+		}
+	}
+}
+
+func ptrTo[T any](v T) *T { return &v }
