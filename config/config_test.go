@@ -226,7 +226,7 @@ func TestProblemsCarryLineNumbers(t *testing.T) {
 	if !errors.As(err, &ce) || len(ce.Problems) != 1 {
 		t.Fatalf("want one problem, got %v", err)
 	}
-	if p := ce.Problems[0]; p.Line != 4 || p.String() != `c.yaml:4: upstreams[0].tiemout: unknown key "tiemout"` {
+	if p := ce.Problems[0]; p.Line != 4 || p.String() != `c.yaml:4: upstreams[0].tiemout: unknown key "tiemout" (did you mean "timeout"?)` {
 		t.Errorf("got %q (line %d)", p.String(), p.Line)
 	}
 }

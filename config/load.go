@@ -192,10 +192,12 @@ func decodeNode(n *yaml.Node, v reflect.Value, path string, ps *problems) {
 			return
 		}
 		fields := map[string]int{}
+		var keys []string // in declaration order, for suggestions
 		t := v.Type()
 		for i := 0; i < t.NumField(); i++ {
 			if tag := strings.Split(t.Field(i).Tag.Get("yaml"), ",")[0]; tag != "" {
 				fields[tag] = i
+				keys = append(keys, tag)
 			}
 		}
 		seen := map[string]bool{}
@@ -205,7 +207,7 @@ func decodeNode(n *yaml.Node, v reflect.Value, path string, ps *problems) {
 			ps.lines[kp] = k.Line
 			fi, ok := fields[k.Value]
 			if !ok {
-				ps.add(kp, "unknown key %q", k.Value)
+				ps.add(kp, "unknown key %q (%s)", k.Value, suggestKey(k.Value, keys))
 				continue
 			}
 			if seen[k.Value] {
@@ -231,6 +233,58 @@ func decodeNode(n *yaml.Node, v reflect.Value, path string, ps *problems) {
 	default:
 		decodeScalar(n, v, path, ps)
 	}
+}
+
+// suggestKey says what to write instead of an unknown key: the known key
+// it is closest to (a typo, another case or spelling: "Server", "tiemout",
+// "schemaFile", "api_keys" for "api_keys_env"), else every key allowed there.
+func suggestKey(key string, keys []string) string {
+	norm := func(s string) string {
+		return strings.NewReplacer("_", "", "-", "").Replace(strings.ToLower(s))
+	}
+	best, bestD := "", 3
+	for _, k := range keys {
+		d := editDistance(norm(key), norm(k))
+		if strings.HasPrefix(k, key+"_") {
+			d = min(d, 1)
+		}
+		if len(key) < 5 {
+			d++ // a short key is near everything short: ask for more
+		}
+		if d < bestD {
+			best, bestD = k, d
+		}
+	}
+	if best != "" {
+		return fmt.Sprintf("did you mean %q?", best)
+	}
+	return "allowed here: " + strings.Join(keys, ", ")
+}
+
+// editDistance is the Damerau-Levenshtein (optimal string alignment)
+// distance in bytes: a swap of two neighbours counts one.
+func editDistance(a, b string) int {
+	prev2 := make([]int, len(b)+1)
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
+				cur[j] = min(cur[j], prev2[j-2]+1)
+			}
+		}
+		prev2, prev, cur = prev, cur, prev2
+	}
+	return prev[len(b)]
 }
 
 func decodeScalar(n *yaml.Node, v reflect.Value, path string, ps *problems) {

@@ -32,3 +32,30 @@ func TestAliasBombRefused(t *testing.T) {
 		t.Errorf("ordinary aliases refused: %v", err)
 	}
 }
+
+// TestUnknownKeySays: an unknown key names the key it is closest to (a
+// typo, another case, camelCase, a missing _env), else every key allowed
+// at that level; before, it said only "unknown key", leaving the user to
+// find the spelling in docs/config.md.
+func TestUnknownKeySays(t *testing.T) {
+	tests := []struct{ yaml, want string }{
+		{"Server: {}\n", `Server: unknown key "Server" (did you mean "server"?)`},
+		{"rotues: []\n", `rotues: unknown key "rotues" (did you mean "routes"?)`},
+		{"upstreams: [{name: u, tiemout: 3s}]\n", `upstreams[0].tiemout: unknown key "tiemout" (did you mean "timeout"?)`},
+		{"contracts: [{name: k, schemaFile: x.json}]\n", `contracts[0].schemaFile: unknown key "schemaFile" (did you mean "schema_file"?)`},
+		{"server: {admin_keys: X}\n", `server.admin_keys: unknown key "admin_keys" (did you mean "admin_keys_env"?)`},
+		{"routes: [{name: r, retry: [{shorten: {kep: head}}]}]\n", `routes[0].retry[0].shorten.kep: unknown key "kep" (did you mean "keep"?)`},
+		{"bogus: 1\n", `bogus: unknown key "bogus" (allowed here: server, audit, upstreams, labels, prompts, contracts, routes, review)`},
+	}
+	for _, tt := range tests {
+		_, err := LoadBytes("c.yaml", []byte(tt.yaml))
+		var ce *Error
+		if !errors.As(err, &ce) || len(ce.Problems) != 1 {
+			t.Errorf("%q: want one problem, got %v", tt.yaml, err)
+			continue
+		}
+		if got := ce.Problems[0].String(); got != "c.yaml:1: "+tt.want {
+			t.Errorf("%q:\n got %s\nwant c.yaml:1: %s", tt.yaml, got, tt.want)
+		}
+	}
+}

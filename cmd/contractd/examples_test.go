@@ -122,7 +122,7 @@ func TestValidateOutputFormat(t *testing.T) {
 	}
 	// Decoding problems are reported first (a half-decoded file would
 	// cascade into misleading reference errors)...
-	if got := strings.TrimSpace(out.String()); got != cfg+`:5: bogus: unknown key "bogus"` {
+	if got := strings.TrimSpace(out.String()); got != cfg+`:5: bogus: unknown key "bogus" (allowed here: server, audit, upstreams, labels, prompts, contracts, routes, review)` {
 		t.Errorf("stdout:\n%s", got)
 	}
 	// ...then, once the file decodes, every reference problem, one line each.
