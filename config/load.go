@@ -78,7 +78,7 @@ func ParseBytes(path string, raw []byte) (*Parsed, error) {
 		if err.Error() == "EOF" {
 			return nil, &Error{Problems: []Problem{{File: path, Message: "config is empty"}}}
 		}
-		return nil, &Error{Problems: []Problem{{File: path, Message: "invalid YAML: " + strings.TrimPrefix(err.Error(), "yaml: ")}}}
+		return nil, &Error{Problems: []Problem{yamlSyntaxProblem(path, raw, err)}}
 	}
 	root := &doc
 	if root.Kind == yaml.DocumentNode && len(root.Content) == 1 {
@@ -149,6 +149,30 @@ func expandedSize(n *yaml.Node, memo map[*yaml.Node]int) (int, *yaml.Node) {
 	}
 	memo[n] = c
 	return c, first
+}
+
+var yamlErrLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
+
+// yamlSyntaxProblem puts the line of a YAML syntax error where editors and
+// CI logs look for it (file:line:), not inside the message, and says when
+// the line is indented with a tab, the usual cause of "found character
+// that cannot start any token".
+func yamlSyntaxProblem(path string, raw []byte, err error) Problem {
+	msg := err.Error()
+	m := yamlErrLine.FindStringSubmatch(msg)
+	if m == nil {
+		return Problem{File: path, Message: "invalid YAML: " + strings.TrimPrefix(msg, "yaml: ")}
+	}
+	line, _ := strconv.Atoi(m[1])
+	p := Problem{File: path, Line: line, Message: "invalid YAML: " + m[2]}
+	if lines := strings.Split(string(raw), "\n"); line >= 1 && line <= len(lines) {
+		text := lines[line-1]
+		indent := text[:len(text)-len(strings.TrimLeft(text, " \t"))]
+		if strings.Contains(indent, "\t") {
+			p.Message += " (this line is indented with a tab: YAML indents with spaces only)"
+		}
+	}
+	return p
 }
 
 var (

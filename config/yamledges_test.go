@@ -59,3 +59,26 @@ func TestUnknownKeySays(t *testing.T) {
 		}
 	}
 }
+
+// TestYAMLSyntaxErrorLine: a YAML syntax error's line is the problem's
+// line ("c.yaml:2: invalid YAML: ..."), where editors and CI annotations
+// look; it was only inside the message ("c.yaml: invalid YAML: line 2:
+// ..."). A line indented with a tab says so.
+func TestYAMLSyntaxErrorLine(t *testing.T) {
+	tests := []struct{ yaml, want string }{
+		{"contracts:\n\t- name: a\n", "c.yaml:2: invalid YAML: found character that cannot start any token (this line is indented with a tab: YAML indents with spaces only)"},
+		{"server:\n  listen: [\n", "c.yaml:2: invalid YAML: did not find expected node content"},
+		{"server: {listen: x\n", "c.yaml:1: invalid YAML: did not find expected ',' or '}'"},
+	}
+	for _, tt := range tests {
+		_, err := LoadBytes("c.yaml", []byte(tt.yaml))
+		var ce *Error
+		if !errors.As(err, &ce) || len(ce.Problems) != 1 {
+			t.Errorf("%q: want one problem, got %v", tt.yaml, err)
+			continue
+		}
+		if got := ce.Problems[0].String(); got != tt.want {
+			t.Errorf("%q:\n got %s\nwant %s", tt.yaml, got, tt.want)
+		}
+	}
+}
