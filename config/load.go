@@ -225,8 +225,13 @@ func decodeNode(n *yaml.Node, v reflect.Value, path string, ps *problems) {
 			}
 		}
 		seen := map[string]bool{}
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			k, val := n.Content[i], n.Content[i+1]
+		pairs := mergePairs(n, path, ps, 0)
+		for i := 0; i+1 < len(pairs); i += 2 {
+			k, val := pairs[i], pairs[i+1]
+			if k == nil {
+				seen = map[string]bool{} // merged in: an explicit key overrides, never "twice"
+				continue
+			}
 			kp := join(path, k.Value)
 			ps.lines[kp] = k.Line
 			fi, ok := fields[k.Value]
@@ -309,6 +314,59 @@ func editDistance(a, b string) int {
 		prev2, prev, cur = prev, cur, prev2
 	}
 	return prev[len(b)]
+}
+
+// mergePairs is a mapping's key/value pairs with YAML merge keys
+// (`<<: *defaults`, `<<: [*a, *b]`) resolved: the mapping's own pairs,
+// then a nil separator pair, then each merged mapping's pairs whose key
+// is not already given (its own merges resolved in turn; the first of a
+// list wins). A key given twice in one mapping is still a problem.
+func mergePairs(n *yaml.Node, path string, ps *problems, depth int) []*yaml.Node {
+	var own, merged []*yaml.Node
+	var sources []*yaml.Node
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, val := n.Content[i], n.Content[i+1]
+		if k.Kind != yaml.ScalarNode || k.Tag != "!!merge" {
+			own = append(own, k, val)
+			continue
+		}
+		if val.Kind == yaml.AliasNode {
+			val = val.Alias
+		}
+		list := []*yaml.Node{val}
+		if val.Kind == yaml.SequenceNode {
+			list = val.Content
+		}
+		for _, m := range list {
+			if m.Kind == yaml.AliasNode {
+				m = m.Alias
+			}
+			if m.Kind != yaml.MappingNode {
+				ps.lines[join(path, "<<")] = k.Line
+				ps.add(join(path, "<<"), "a merge key (<<) takes a mapping or a list of mappings, like <<: *defaults")
+				continue
+			}
+			sources = append(sources, m)
+		}
+	}
+	if len(sources) == 0 || depth > 32 {
+		return own
+	}
+	given := map[string]bool{}
+	for i := 0; i < len(own); i += 2 {
+		given[own[i].Value] = true
+	}
+	for _, m := range sources {
+		sub := mergePairs(m, path, ps, depth+1)
+		for i := 0; i+1 < len(sub); i += 2 {
+			if sub[i] == nil || given[sub[i].Value] {
+				continue
+			}
+			given[sub[i].Value] = true
+			merged = append(merged, sub[i], sub[i+1])
+		}
+	}
+	return append(append(own, nil, nil), merged...)
 }
 
 func decodeScalar(n *yaml.Node, v reflect.Value, path string, ps *problems) {

@@ -3,8 +3,10 @@ package config
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestAliasBombRefused: nine aliases of nine aliases ... inside a schema
@@ -80,5 +82,51 @@ func TestYAMLSyntaxErrorLine(t *testing.T) {
 		if got := ce.Problems[0].String(); got != tt.want {
 			t.Errorf("%q:\n got %s\nwant %s", tt.yaml, got, tt.want)
 		}
+	}
+}
+
+// TestMergeKeys: YAML merge keys share settings between list items
+// (`<<: *defaults`, a list of them, a merge inside the merged mapping);
+// the item's own keys win. Before, "<<" was refused as an unknown key.
+func TestMergeKeys(t *testing.T) {
+	rt, err := LoadBytes(filepath.Join(t.TempDir(), "c.yaml"), []byte(`
+upstreams:
+  - &up {name: up, base_url: "http://127.0.0.1:1/v1", timeout: 7s}
+  - {<<: *up, name: up2}
+prompts: [{name: p, system: "S"}]
+contracts:
+  - &k
+    name: k
+    schema: {type: object, additionalProperties: false, properties: {a: {type: string}}}
+    extraction: lenient
+  - {<<: *k, name: k2, extraction: repair}
+routes:
+  - &r {name: r1, upstream: up, model: m, prompt: p, contract: k, temperature: 0.5}
+  - &low {<<: *r, name: r2, temperature: 0.1}
+  - <<: [*low, *r]
+    name: r3
+    model: m3
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u := rt.Upstreams["up2"]; u == nil || u.BaseURL != "http://127.0.0.1:1/v1" || u.Timeout != 7*time.Second {
+		t.Errorf("up2 did not merge up: %+v", u)
+	}
+	if rt.Contracts["k2"] == nil || rt.Contracts["k2"].Schema == nil {
+		t.Errorf("k2 did not merge k's schema: %+v", rt.Contracts["k2"])
+	}
+	r2, r3 := rt.Routes["r2"], rt.Routes["r3"]
+	if r2 == nil || r2.Model != "m" || r2.Plan[0].Temperature != 0.1 || r2.Contract.Name != "k" {
+		t.Errorf("r2: %+v", r2)
+	}
+	if r3 == nil || r3.Model != "m3" || r3.Plan[0].Temperature != 0.1 {
+		t.Errorf("r3 (first of the merge list wins, own keys over both): %+v", r3)
+	}
+
+	_, err = LoadBytes("c.yaml", []byte("contracts:\n  - <<: 3\n    name: k\n    schema: {type: object}\n"))
+	var ce *Error
+	if !errors.As(err, &ce) || len(ce.Problems) != 1 || ce.Problems[0].String() != "c.yaml:2: contracts[0].<<: a merge key (<<) takes a mapping or a list of mappings, like <<: *defaults" {
+		t.Errorf("merge of a scalar: %v", err)
 	}
 }
