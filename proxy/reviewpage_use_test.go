@@ -294,3 +294,38 @@ func TestReviewPageLargeItems(t *testing.T) {
 	}
 	b.end(ps)
 }
+
+// Resolving every item of a loaded page while more wait behind the cursor
+// loads them: the list does not end on "No items." beside "Load more".
+func TestReviewPageEmptiedPageLoadsMore(t *testing.T) {
+	defer noLeaks(t)()
+	ps := newPageSite(t)
+	defer ps.close()
+	now := time.Now().UTC()
+	for i := range 52 {
+		it := &review.Item{ID: fmt.Sprintf("req_more_%02d", i), Status: review.StatusPending, CreatedAt: now.Add(-time.Duration(i) * time.Second),
+			Route: "classify", Prompt: review.Ref{Name: "classify"}, Contract: review.Ref{Name: "classify_v1"}, Input: json.RawMessage(`"hi"`),
+			Request: json.RawMessage(classifyReq), Attempts: []review.Attempt{{Output: `{"intent":"x"}`,
+				AttemptReport: review.AttemptReport{Attempt: 1, Violations: []contracts.Violation{{Kind: "schema", Path: "/intent", Rule: "enum", Message: "m"}}}}}}
+		if _, err := ps.store.Create(context.Background(), it, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b := newBrowser(t)
+	defer b.cancel()
+	b.open(ps.ts.URL, adminKey)
+	b.until(listLen + ` === 50 && !document.getElementById("more").hidden`)
+	b.do(chromedp.SendKeys(chromedp.CSS("#reviewer"), "ann"))
+	for i := range 50 {
+		b.until(fmt.Sprintf(`%s && !document.getElementById("reject").disabled`, titleIs(fmt.Sprintf("req_more_%02d", i))))
+		b.key("r")
+		if i < 49 {
+			b.until(fmt.Sprintf(`%s === %d`, listLen, 49-i))
+		}
+	}
+	b.until(listLen + ` === 2 && ` + titleIs("req_more_50"))
+	if !evalJS[bool](b, `document.getElementById("empty").hidden && document.getElementById("more").hidden`) {
+		t.Fatalf("empty or more shown beside the items: %s", b.dump())
+	}
+	b.end(ps)
+}

@@ -770,6 +770,12 @@
     if ($("f-status").value === "pending") {
       state.items.splice(i, 1);
       state.sel = -1;
+      if (!state.items.length && state.cursor) {
+        // The loaded items are all resolved, more wait behind the cursor:
+        // the first page again is those (resolved ones are not pending).
+        loadList(false);
+        return;
+      }
       renderList();
       select(Math.min(i, state.items.length - 1));
       return;
