@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
 
 	"github.com/contractd/contractd/contracts"
 	"github.com/contractd/contractd/review"
@@ -326,6 +328,53 @@ func TestReviewPageEmptiedPageLoadsMore(t *testing.T) {
 	b.until(listLen + ` === 2 && ` + titleIs("req_more_50"))
 	if !evalJS[bool](b, `document.getElementById("empty").hidden && document.getElementById("more").hidden`) {
 		t.Fatalf("empty or more shown beside the items: %s", b.dump())
+	}
+	b.end(ps)
+}
+
+// The keys do not act while the focus is in a field (the note here, with
+// approve enabled; the editor), they type there; Esc leaves the field for
+// the list, where they act again. The page lists them all.
+func TestReviewPageKeysTypeInFields(t *testing.T) {
+	defer noLeaks(t)()
+	ps := newPageSite(t)
+	defer ps.close()
+	older := ps.needsReview(classifyReq)
+	newer := ps.needsReview(classifyReq)
+	b := newBrowser(t)
+	defer b.cancel()
+	b.open(ps.ts.URL, adminKey)
+	b.until(titleIs(newer))
+	b.do(chromedp.SendKeys(chromedp.CSS("#reviewer"), "ann"))
+	b.typeEditor(validClassify)
+	b.until(`!document.getElementById("approve").disabled`)
+	for _, sel := range []string{"#note", "#editor"} {
+		b.do(chromedp.Focus(chromedp.CSS(sel)), chromedp.KeyEvent("a"), chromedp.KeyEvent("r"), chromedp.KeyEvent("u"), chromedp.KeyEvent("j"), chromedp.KeyEvent("k"))
+		time.Sleep(300 * time.Millisecond)
+		if v := evalJS[string](b, `document.querySelector(`+fmt.Sprintf("%q", sel)+`).value`); !strings.HasSuffix(v, "arujk") {
+			t.Fatalf("%s holds %q, want the keys typed", sel, v)
+		}
+		if n := evalJS[int](b, listLen); n != 2 || selectedID(b) != newer {
+			t.Fatalf("keys in %s moved or resolved: %s", sel, b.dump())
+		}
+	}
+	for _, id := range []string{older, newer} {
+		if it, err := ps.store.Get(context.Background(), id); err != nil || it.Status != review.StatusPending || len(it.Attempts) != 2 {
+			t.Fatalf("%s acted on by keys typed in a field: %v %+v", id, err, it)
+		}
+	}
+	b.do(chromedp.KeyEvent(kb.Escape))
+	if f := evalJS[string](b, focused); f != "items" {
+		t.Fatalf("Esc left the focus on %s", f)
+	}
+	b.do(chromedp.KeyEvent("j"))
+	b.until(titleIs(older))
+	// The page lists every key docs/review.md's table does.
+	keys := evalJS[[]string](b, `[...document.querySelectorAll("#shortcuts kbd")].map(e => e.textContent)`)
+	for _, k := range []string{"j", "k", "↓", "↑", "a", "r", "u", "e", "Esc", "/"} {
+		if !slices.Contains(keys, k) {
+			t.Errorf("the page's key list %q lacks %q", keys, k)
+		}
 	}
 	b.end(ps)
 }
