@@ -210,9 +210,15 @@ func evalJS[T any](b *browser, expr string) T {
 // until waits for a JavaScript condition to be truthy.
 func (b *browser) until(cond string) {
 	b.t.Helper()
-	ctx, cancel := context.WithTimeout(b.ctx, 20*time.Second)
+	b.untilIn(cond, 15*time.Second)
+}
+
+// untilIn is until with its own bound.
+func (b *browser) untilIn(cond string, d time.Duration) {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, d+5*time.Second)
 	defer cancel()
-	err := chromedp.Do(ctx, chromedp.Poll[chromedp.Void](cond, chromedp.WithPollingInterval(25*time.Millisecond), chromedp.WithPollingTimeout(15*time.Second)))
+	err := chromedp.Do(ctx, chromedp.Poll[chromedp.Void](cond, chromedp.WithPollingInterval(25*time.Millisecond), chromedp.WithPollingTimeout(d)))
 	if err != nil {
 		b.t.Fatalf("waiting for %s: %v\npage: %s\npage errors: %v", cond, err, b.dump(), b.pageErrors())
 	}
