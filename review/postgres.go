@@ -39,6 +39,10 @@ type Postgres struct {
 	hub     *Hub
 	timeout time.Duration
 	batch   *batcher
+	// retentionBatch: items per retention statement (pgRetentionBatch but
+	// in tests).
+	retentionBatch int
+	exportPage     int // items per export query (exportPage but in tests)
 
 	stop     context.CancelFunc
 	listenWG sync.WaitGroup
@@ -183,7 +187,7 @@ func OpenPostgres(ctx context.Context, dsn string, opts PostgresOptions) (*Postg
 		return nil, fmt.Errorf("review store: postgres: %w", err)
 	}
 	lctx, stop := context.WithCancel(context.Background())
-	s := &Postgres{pool: pool, hub: opts.Hub, timeout: opts.OpTimeout, stop: stop}
+	s := &Postgres{pool: pool, hub: opts.Hub, timeout: opts.OpTimeout, stop: stop, retentionBatch: pgRetentionBatch, exportPage: exportPage}
 	s.batch = newBatcher(pgWriters, opts.OpTimeout, s.createAll)
 	if s.hub != nil {
 		ready := make(chan struct{})
@@ -624,9 +628,9 @@ func (s *Postgres) AppendAttempts(ctx context.Context, id string, atts []Attempt
 	})
 }
 
-// pgExportQuery is Export's SQL: served by reviews_status_done with a
-// status, reviews_export without.
-func pgExportQuery(f ExportFilter) (string, []any) {
+// pgExportQuery is Export's SQL for one page after c (nil: the first):
+// served by reviews_status_done with a status, reviews_export without.
+func pgExportQuery(f ExportFilter, c *exportCursor, limit int) (string, []any) {
 	var where []string
 	var a args
 	if f.Status != "" {
@@ -638,24 +642,38 @@ func pgExportQuery(f ExportFilter) (string, []any) {
 	if !f.Since.IsZero() {
 		where = append(where, `COALESCE(resolved_ns, created_ns) >= `+a.add(f.Since.UnixNano()))
 	}
+	if c != nil {
+		where = append(where, `(COALESCE(resolved_ns, created_ns), id) < (`+a.add(c.at)+`, `+a.add(c.id)+`)`)
+	}
 	q := `SELECT ` + itemColumns + ` FROM reviews`
 	if len(where) > 0 {
 		q += ` WHERE ` + strings.Join(where, ` AND `)
 	}
-	q += ` ORDER BY COALESCE(resolved_ns, created_ns) DESC, id DESC`
+	q += ` ORDER BY COALESCE(resolved_ns, created_ns) DESC, id DESC LIMIT ` + a.add(limit)
 	return q, a
 }
 
-// Export streams rows as they arrive; the caller's context bounds it (an
-// export can take longer than one store call).
+// Export reads a page at a time, as SQLite's does: one query over the
+// whole export held its snapshot (and a pooled connection) for as long as
+// the client took to read it, which keeps VACUUM from reclaiming what
+// retention deletes meanwhile. Each page runs under the store's deadline;
+// the caller's context bounds the whole.
 func (s *Postgres) Export(ctx context.Context, f ExportFilter, fn func(*Item) error) error {
-	q, a := pgExportQuery(f)
-	rows, err := s.pool.Query(ctx, q, a...)
-	if err != nil {
-		return fmt.Errorf("review store: export: %w", err)
-	}
-	defer rows.Close()
-	return eachItem(rows, fn)
+	return exportPages(f, s.exportPage, func(c *exportCursor) ([]*Item, error) {
+		ctx, cancel := s.opCtx(ctx)
+		defer cancel()
+		q, a := pgExportQuery(f, c, s.exportPage)
+		rows, err := s.pool.Query(ctx, q, a...)
+		if err != nil {
+			return nil, fmt.Errorf("review store: export: %w", err)
+		}
+		defer rows.Close()
+		items, err := collectItems(rows, s.exportPage)
+		if err != nil {
+			return nil, fmt.Errorf("review store: export: %w", err)
+		}
+		return items, nil
+	}, fn)
 }
 
 func (s *Postgres) Pending(ctx context.Context) (map[string]int, error) {
@@ -669,15 +687,49 @@ func (s *Postgres) Pending(ctx context.Context) (map[string]int, error) {
 	return scanPending(rows)
 }
 
+// DeleteResolvedBefore deletes in batches of pgRetentionBatch items, each
+// its own statement under its own deadline (opCtx). One DELETE of every
+// expired item ran under one call's deadline (10 s) and, past it, rolled
+// back whole: at a million items it never finished, was tried again every
+// second (Run retries a failed pass) and each try wrote and undid the same
+// work (docs/benchmarks.md, session 10). Batches already committed stay
+// deleted when ctx ends or a batch fails; the next pass goes on from there.
 func (s *Postgres) DeleteResolvedBefore(ctx context.Context, t time.Time) (int, error) {
+	total := 0
+	for _, st := range []Status{StatusApproved, StatusRejected} {
+		for {
+			n, err := s.deleteBatch(ctx, st, t)
+			total += n
+			if err != nil {
+				return total, fmt.Errorf("review store: retention: %w", err)
+			}
+			if n < s.retentionBatch {
+				break
+			}
+		}
+	}
+	return total, nil
+}
+
+func (s *Postgres) deleteBatch(ctx context.Context, st Status, t time.Time) (int, error) {
 	ctx, cancel := s.opCtx(ctx)
 	defer cancel()
-	tag, err := s.pool.Exec(ctx, `DELETE FROM reviews WHERE status IN ('approved', 'rejected') AND COALESCE(resolved_ns, created_ns) < $1`, t.UnixNano())
+	tag, err := s.pool.Exec(ctx, pgRetention, string(st), t.UnixNano(), s.retentionBatch)
 	if err != nil {
-		return 0, fmt.Errorf("review store: retention: %w", err)
+		return 0, err
 	}
 	return int(tag.RowsAffected()), nil
 }
+
+// pgRetentionBatch is how many items one retention statement deletes.
+const pgRetentionBatch = 1000
+
+// pgRetention deletes one batch of a status's expired items, oldest first,
+// found by reviews_status_done and then by primary key (TestPostgresListPlans;
+// "id IN (SELECT … LIMIT)" was planned as a scan of reviews).
+const pgRetention = `DELETE FROM reviews WHERE id = ANY (ARRAY(SELECT id FROM reviews
+	WHERE status = $1 AND COALESCE(resolved_ns, created_ns) < $2
+	ORDER BY COALESCE(resolved_ns, created_ns), id LIMIT $3))`
 
 // ClaimDeliveries leases due deliveries in one statement: SKIP LOCKED lets
 // replicas claiming at the same moment take disjoint rows instead of

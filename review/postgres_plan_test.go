@@ -23,7 +23,7 @@ func pgPopulate(tb testing.TB, s *Postgres, n int, base time.Time) {
 			CASE WHEN i %% 10 = 0 THEN 'pending' WHEN i %% 10 < 7 THEN 'approved' ELSE 'rejected' END,
 			%d + i * 1000000000::bigint,
 			CASE WHEN i %% 10 = 0 THEN NULL ELSE %d + i * 1000000000::bigint + 60000000000 END,
-			'route-' || ((i::bigint * 2654435761 >> 7) %% 8), 'prompt', 'psha', 'contract-' || ((i * 40503 >> 5) %% 5), 'csha', 'key000000000',
+			'route-' || ((i::bigint * 2654435761 >> 7) %% 8), 'prompt', 'psha', 'contract-' || ((i::bigint * 40503 >> 5) %% 5), 'csha', 'key000000000',
 			'{}', '{}', '[]', NULL
 		FROM generate_series(0, %d) AS i`, b, b, n-1),
 		`INSERT INTO review_rules (review_id, rule, created_ns, status, route, contract_name)
@@ -96,7 +96,11 @@ func TestPostgresListPlans(t *testing.T) {
 		{Status: StatusApproved, Route: "route-3", Since: since},
 	} {
 		t.Run(fmt.Sprintf("export/route=%q,since=%v", f.Route, !f.Since.IsZero()), func(t *testing.T) {
-			q, args := pgExportQuery(f)
+			q, args := pgExportQuery(f, nil, exportPage)
+			check(t, pgExplain(t, s, q, args))
+		})
+		t.Run(fmt.Sprintf("export/route=%q,since=%v/next", f.Route, !f.Since.IsZero()), func(t *testing.T) {
+			q, args := pgExportQuery(f, &exportCursor{at: since.Add(30 * time.Minute).UnixNano(), id: "it000040000"}, exportPage)
 			check(t, pgExplain(t, s, q, args))
 		})
 	}
@@ -104,8 +108,9 @@ func TestPostgresListPlans(t *testing.T) {
 		check(t, pgExplain(t, s, `SELECT route, count(*) FROM reviews WHERE status = 'pending' GROUP BY route`, nil))
 	})
 	t.Run("retention", func(t *testing.T) {
-		check(t, pgExplain(t, s, `DELETE FROM reviews WHERE status IN ('approved', 'rejected') AND COALESCE(resolved_ns, created_ns) < $1`,
-			[]any{since.Add(-20 * time.Hour).UnixNano()}))
+		for _, st := range []Status{StatusApproved, StatusRejected} {
+			check(t, pgExplain(t, s, pgRetention, []any{string(st), since.Add(-20 * time.Hour).UnixNano(), pgRetentionBatch}))
+		}
 	})
 	t.Run("dedupe", func(t *testing.T) {
 		// The sync's poll: the last half second's items.

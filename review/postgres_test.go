@@ -28,6 +28,8 @@ func openPostgres(t *testing.T) review.Store {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
+	review.SetRetentionBatch(s, 3) // retention in several batches (storetest)
+	review.SetExportPage(s, 2)     // exports in several pages
 	return s
 }
 

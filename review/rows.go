@@ -149,3 +149,46 @@ func mergeAttempts(status, cur string, atts []Attempt) ([]byte, []string, error)
 	b, err := json.Marshal(all)
 	return b, rulesOf(atts, seen), err
 }
+
+// exportPage is how many items one export query reads (and holds in
+// memory, with their inputs and outputs) before the callbacks run.
+const exportPage = 256
+
+// exportCursor is the export order's key of the last item exported.
+type exportCursor struct {
+	at int64 // COALESCE(resolved_ns, created_ns)
+	id string
+}
+
+// exportPages calls fn for every item of the pages page reads, one page
+// after another, until a page holds fewer than limit items.
+func exportPages(f ExportFilter, limit int, page func(*exportCursor) ([]*Item, error), fn func(*Item) error) error {
+	var c *exportCursor
+	for {
+		items, err := page(c)
+		if err != nil {
+			return err
+		}
+		for _, it := range items {
+			if err := fn(it); err != nil {
+				return err
+			}
+		}
+		if len(items) < limit {
+			return nil
+		}
+		last := items[len(items)-1]
+		at := last.CreatedAt
+		if last.ResolvedAt != nil {
+			at = *last.ResolvedAt
+		}
+		c = &exportCursor{at: at.UnixNano(), id: last.ID}
+	}
+}
+
+// collectItems reads up to limit items (without Request).
+func collectItems(rs rows, limit int) ([]*Item, error) {
+	items := make([]*Item, 0, limit)
+	err := eachItem(rs, func(it *Item) error { items = append(items, it); return nil })
+	return items, err
+}

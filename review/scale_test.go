@@ -125,7 +125,7 @@ func TestSQLiteOtherPlans(t *testing.T) {
 	}
 	cases := map[string]query{
 		"pending":     {`SELECT route, count(*) FROM reviews WHERE status = ? GROUP BY route`, []any{"pending"}},
-		"retention":   {`SELECT id FROM reviews WHERE status = ? AND COALESCE(resolved_ns, created_ns) < ?`, []any{"approved", since.UnixNano()}},
+		"retention":   {sqlRetention, []any{"approved", since.UnixNano(), retentionBatch}},
 		"dedupe-sync": {sqlRecentDedupe, []any{since.UnixNano(), since.UnixNano(), 1000}},
 	}
 	for _, f := range []ExportFilter{
@@ -133,8 +133,10 @@ func TestSQLiteOtherPlans(t *testing.T) {
 		{Status: StatusApproved, Since: since},
 		{Status: StatusApproved, Route: "route-3", Since: since},
 	} {
-		q, args := exportQuery(f)
+		q, args := exportQuery(f, nil, exportPage)
 		cases[fmt.Sprintf("export/route=%q,since=%v", f.Route, !f.Since.IsZero())] = query{q, args}
+		q, args = exportQuery(f, &exportCursor{at: since.Add(30 * time.Minute).UnixNano(), id: "it000004000"}, exportPage)
+		cases[fmt.Sprintf("export/route=%q,since=%v/next", f.Route, !f.Since.IsZero())] = query{q, args}
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {

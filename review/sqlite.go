@@ -52,9 +52,13 @@ type SQLite struct {
 	ckptDone  chan struct{}
 	closeOnce sync.Once
 
-	file      string
-	pageSize  int64
-	restartAt int64 // walRestartAt but in tests
+	file     string
+	pageSize int64
+	// retentionBatch: items per retention transaction (retentionBatch
+	// but in tests).
+	retentionBatch int
+	exportPage     int   // items per export query (exportPage but in tests)
+	restartAt      int64 // walRestartAt but in tests
 	// restartAsked is when the checkpointer asked the writer to finish a
 	// checkpoint between batches (unix ns; 0: not asked), see between.
 	restartAsked atomic.Int64
@@ -138,7 +142,7 @@ func openSQLite(ctx context.Context, file string, every time.Duration, restartAt
 		return nil, fmt.Errorf("review store %s: %w", file, err)
 	}
 	s := &SQLite{db: db, w: w, insItem: insItem, insRule: insRule, recentDedupe: recentDedupe, closed: make(chan struct{}), ckptDone: make(chan struct{}),
-		file: file, pageSize: pageSize, restartAt: restartAt}
+		file: file, pageSize: pageSize, restartAt: restartAt, retentionBatch: retentionBatch, exportPage: exportPage}
 	s.batch = newBatcherBetween(1, 30*time.Second, s.insertAll, s.between)
 	go s.checkpointer(every)
 	return s, nil
@@ -810,19 +814,30 @@ func (s *SQLite) AppendAttempts(ctx context.Context, id string, atts []Attempt) 
 	return it, tx.Commit()
 }
 
+// Export reads exportPage items per query and calls fn only after each
+// page's query ended: a read transaction held across the whole export
+// (every callback waiting on a slow client) kept the checkpointer from
+// copying anything committed after it began, so the WAL grew for as long
+// as the export lasted (TestSQLiteExportHoldsNoSnapshot). Each page goes
+// on from the last item's (resolution time, id), the order's key: an item
+// resolved before the export began is exported exactly once; one resolved
+// or deleted by retention meanwhile may or may not be.
 func (s *SQLite) Export(ctx context.Context, f ExportFilter, fn func(*Item) error) error {
-	q, args := exportQuery(f)
-	rows, err := s.db.QueryContext(ctx, q, args...)
-	if err != nil {
-		return err
-	}
-	defer rows.Close()
-	return eachItem(rows, fn)
+	return exportPages(f, s.exportPage, func(c *exportCursor) ([]*Item, error) {
+		q, args := exportQuery(f, c, s.exportPage)
+		rows, err := s.db.QueryContext(ctx, q, args...)
+		if err != nil {
+			return nil, err
+		}
+		defer rows.Close()
+		return collectItems(rows, s.exportPage)
+	}, fn)
 }
 
-// exportQuery is Export's SQL. With a status (export is for resolved
-// items) it reads one index in its order (TestSQLiteListPlans).
-func exportQuery(f ExportFilter) (string, []any) {
+// exportQuery is Export's SQL for one page after c (nil: the first). With
+// a status (export is for resolved items) it reads one index in its order
+// (TestSQLiteListPlans).
+func exportQuery(f ExportFilter, c *exportCursor, limit int) (string, []any) {
 	var where []string
 	var args []any
 	if f.Status != "" {
@@ -837,11 +852,16 @@ func exportQuery(f ExportFilter) (string, []any) {
 		where = append(where, `COALESCE(resolved_ns, created_ns) >= ?`)
 		args = append(args, f.Since.UnixNano())
 	}
+	if c != nil {
+		where = append(where, `(COALESCE(resolved_ns, created_ns), id) < (?, ?)`)
+		args = append(args, c.at, c.id)
+	}
 	q := `SELECT ` + itemColumns + ` FROM reviews`
 	if len(where) > 0 {
 		q += ` WHERE ` + strings.Join(where, ` AND `)
 	}
-	q += ` ORDER BY COALESCE(resolved_ns, created_ns) DESC, id DESC`
+	q += ` ORDER BY COALESCE(resolved_ns, created_ns) DESC, id DESC LIMIT ?`
+	args = append(args, limit)
 	return q, args
 }
 
@@ -854,18 +874,43 @@ func (s *SQLite) Pending(ctx context.Context) (map[string]int, error) {
 	return scanPending(rows)
 }
 
+// DeleteResolvedBefore deletes in batches of retentionBatch items, each its
+// own transaction on the writer connection: a needs_review answer arriving
+// during a pass waits for one batch (a few ms), not for the whole pass.
+// One DELETE of every expired item held the write lock throughout: at 36,000
+// items a Create waited 1.7 s of a 2.7 s pass, and at a million the pass
+// takes a minute, long past the 5 s after which an item is spooled
+// (docs/benchmarks.md, session 10). Between batches database/sql hands the
+// connection to a waiting writer first. Batches already committed stay
+// deleted when ctx ends or a batch fails; the next pass goes on from there.
 func (s *SQLite) DeleteResolvedBefore(ctx context.Context, t time.Time) (int, error) {
 	total := 0
 	for _, st := range []Status{StatusApproved, StatusRejected} {
-		res, err := s.w.ExecContext(ctx, `DELETE FROM reviews WHERE status = ? AND COALESCE(resolved_ns, created_ns) < ?`, string(st), t.UnixNano())
-		if err != nil {
-			return total, err
+		for {
+			res, err := s.w.ExecContext(ctx, sqlRetention, string(st), t.UnixNano(), s.retentionBatch)
+			if err != nil {
+				return total, err
+			}
+			n, _ := res.RowsAffected()
+			total += int(n)
+			if n < int64(s.retentionBatch) {
+				break
+			}
 		}
-		n, _ := res.RowsAffected()
-		total += int(n)
 	}
 	return total, nil
 }
+
+// retentionBatch is how many items one retention transaction deletes: at
+// 500 (with their rule rows and index entries) a batch holds the write
+// lock for a few ms on a loaded 2-core machine.
+const retentionBatch = 500
+
+// sqlRetention deletes one batch of a status's expired items, oldest first,
+// found by reviews_status_done in its order (TestSQLiteOtherPlans).
+const sqlRetention = `DELETE FROM reviews WHERE rowid IN (SELECT rowid FROM reviews
+	WHERE status = ? AND COALESCE(resolved_ns, created_ns) < ?
+	ORDER BY COALESCE(resolved_ns, created_ns), id LIMIT ?)`
 
 func (s *SQLite) ClaimDeliveries(ctx context.Context, now time.Time, limit int, lease time.Duration) ([]Delivery, error) {
 	tx, err := s.w.BeginTx(ctx, nil)

@@ -400,6 +400,40 @@ var behaviours = []struct {
 			t.Fatalf("callback error not returned: %v", err)
 		}
 	}},
+	{"export pages through items resolved at the same instant, each once", func(t *testing.T, s review.Store) {
+		// The suite's stores read 2 items per export query
+		// (review.SetExportPage): 7 approved items, 5 of them resolved
+		// at one instant, take four pages, three ending inside the tie.
+		at := base.Add(time.Hour)
+		for i := range 8 {
+			id := fmt.Sprintf("e%d", i)
+			create(t, s, NewItem(id, "a", base.Add(time.Duration(i)*time.Second)))
+			r := approve(at)
+			switch {
+			case i == 5:
+				r.At = base.Add(2 * time.Hour)
+			case i == 6:
+				r.At = base.Add(30 * time.Minute)
+			case i == 7:
+				r.Status = review.StatusRejected
+			}
+			_, err := s.Resolve(ctx(), id, r)
+			must(t, err)
+		}
+		create(t, s, NewItem("p", "a", base.Add(3*time.Hour)))
+		var got []string
+		must(t, s.Export(ctx(), review.ExportFilter{Status: review.StatusApproved}, func(it *review.Item) error {
+			got = append(got, it.ID)
+			return nil
+		}))
+		eq(t, "approved", got, []string{"e5", "e4", "e3", "e2", "e1", "e0", "e6"})
+		got = nil
+		must(t, s.Export(ctx(), review.ExportFilter{}, func(it *review.Item) error {
+			got = append(got, it.ID)
+			return nil
+		}))
+		eq(t, "all", got, []string{"p", "e5", "e7", "e4", "e3", "e2", "e1", "e0", "e6"})
+	}},
 	{"webhook outbox: written with the change, claimed once per lease, finished", func(t *testing.T, s review.Store) {
 		it := NewItem("r1", "a", base)
 		_, err := s.Create(ctx(), it, true)
@@ -482,6 +516,47 @@ var behaviours = []struct {
 		if got.Dedupe != nil {
 			t.Fatal("Get returns the dedupe answer: it is no part of the item")
 		}
+	}},
+	{"retention deletes every expired item over several batches", func(t *testing.T, s review.Store) {
+		// The suite's stores delete 3 items per retention batch
+		// (review.SetRetentionBatch): 5 approved and 4 rejected items
+		// past retention take several batches of each status, one a
+		// full batch exactly.
+		var old []string
+		for i := range 9 {
+			id := fmt.Sprintf("old%d", i)
+			old = append(old, id)
+			create(t, s, NewItem(id, "a", base.Add(time.Duration(i)*time.Minute), "required", "enum"))
+			r := approve(base.Add(time.Duration(i) * time.Minute))
+			if i >= 5 {
+				r.Status = review.StatusRejected
+			}
+			_, err := s.Resolve(ctx(), id, r)
+			must(t, err)
+		}
+		create(t, s, NewItem("new", "a", base, "required", "enum"), NewItem("pend", "a", base.Add(-1000*time.Hour), "required", "enum"))
+		_, err := s.Resolve(ctx(), "new", approve(base.Add(48*time.Hour)))
+		must(t, err)
+		n, err := s.DeleteResolvedBefore(ctx(), base.Add(24*time.Hour))
+		must(t, err)
+		eq(t, "deleted", n, 9)
+		for _, id := range old {
+			if _, err := s.Get(ctx(), id); !errors.Is(err, review.ErrNotFound) {
+				t.Fatalf("%s survived: %v", id, err)
+			}
+		}
+		for _, f := range []review.Filter{{}, {Rule: "enum"}, {Rule: "required", Status: review.StatusApproved}} {
+			items, _, err := s.List(ctx(), f)
+			must(t, err)
+			want := []string{"new", "pend"}
+			if f.Status == review.StatusApproved {
+				want = []string{"new"}
+			}
+			eq(t, fmt.Sprintf("left after retention (%+v)", f), ids(items), want)
+		}
+		n, err = s.DeleteResolvedBefore(ctx(), base.Add(24*time.Hour))
+		must(t, err)
+		eq(t, "deleted by a second pass", n, 0)
 	}},
 	{"dedupe: resolution does not end a window; retention does", func(t *testing.T, s review.Store) {
 		it := NewItem("r1", "a", base)
