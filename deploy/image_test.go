@@ -335,9 +335,9 @@ func TestSystemdUnit(t *testing.T) {
 	}
 	checkMemory(t, "the unit's MemoryMax", memMax, rt, "")
 	stop, err := time.ParseDuration(u["Service.TimeoutStopSec"][0])
-	if err != nil || stop <= max(rt.Server.RequestTimeout, rt.Server.ShutdownTimeout)+closeDrainTimeout(t, rt) {
-		t.Errorf("TimeoutStopSec %v not above max(request_timeout %v, shutdown_timeout %v) + the spool's last drain %v",
-			u["Service.TimeoutStopSec"], rt.Server.RequestTimeout, rt.Server.ShutdownTimeout, closeDrainTimeout(t, rt))
+	if err != nil || stop <= max(rt.Server.RequestTimeout, rt.Server.ShutdownTimeout)+stopAfterDrain(t, rt) {
+		t.Errorf("TimeoutStopSec %v not above max(request_timeout %v, shutdown_timeout %v) + the spool's last drain and span export %v",
+			u["Service.TimeoutStopSec"], rt.Server.RequestTimeout, rt.Server.ShutdownTimeout, stopAfterDrain(t, rt))
 	}
 
 	sa, err := exec.LookPath("systemd-analyze")

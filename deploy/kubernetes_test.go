@@ -221,10 +221,10 @@ func TestKustomize(t *testing.T) {
 			}
 			preStop := time.Duration(c.Lifecycle.PreStop.Sleep.Seconds) * time.Second
 			grace := time.Duration(*pod.TerminationGracePeriodSeconds) * time.Second
-			need := preStop + max(rt.Server.RequestTimeout, rt.Server.ShutdownTimeout) + closeDrainTimeout(t, rt)
+			need := preStop + max(rt.Server.RequestTimeout, rt.Server.ShutdownTimeout) + stopAfterDrain(t, rt)
 			if grace <= need {
-				t.Errorf("terminationGracePeriodSeconds %v: not above preStop %v + max(request_timeout %v, shutdown_timeout %v) + the spool's last drain %v",
-					grace, preStop, rt.Server.RequestTimeout, rt.Server.ShutdownTimeout, closeDrainTimeout(t, rt))
+				t.Errorf("terminationGracePeriodSeconds %v: not above preStop %v + max(request_timeout %v, shutdown_timeout %v) + the spool's last drain and span export %v",
+					grace, preStop, rt.Server.RequestTimeout, rt.Server.ShutdownTimeout, stopAfterDrain(t, rt))
 			}
 
 			// Hardening.

@@ -11,6 +11,29 @@ import (
 	"github.com/contractd/contractd/config"
 )
 
+// stopAfterDrain is what contractd may spend after its listeners have
+// drained (shutdown_timeout): the review spool's last move into the store,
+// then the last span export (cmd/contractd's telemetryShutdownTimeout).
+func stopAfterDrain(t *testing.T, rt *config.Runtime) time.Duration {
+	t.Helper()
+	return closeDrainTimeout(t, rt) + sourceSeconds(t, filepath.Join("..", "cmd", "contractd", "serve.go"), "telemetryShutdownTimeout")
+}
+
+// sourceSeconds reads `const NAME = N * time.Second` from a Go file.
+func sourceSeconds(t *testing.T, file, name string) time.Duration {
+	t.Helper()
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^const ` + name + ` = ([0-9]+) \* time\.Second$`).FindSubmatch(b)
+	if m == nil {
+		t.Fatalf("%s: no `const %s = N * time.Second`; update this reader", file, name)
+	}
+	n, _ := strconv.Atoi(string(m[1]))
+	return time.Duration(n) * time.Second
+}
+
 // closeDrainTimeout is how long contractd's review queue spends, after the
 // listeners have drained, on a last move of the spool into the store
 // (proxy.closeDrainTimeout; read from the source, since importing proxy
@@ -21,14 +44,5 @@ func closeDrainTimeout(t *testing.T, rt *config.Runtime) time.Duration {
 	if rt.Review.Store == config.ReviewNone {
 		return 0
 	}
-	b, err := os.ReadFile(filepath.Join("..", "proxy", "reviews.go"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := regexp.MustCompile(`(?m)^const closeDrainTimeout = ([0-9]+) \* time\.Second$`).FindSubmatch(b)
-	if m == nil {
-		t.Fatal("proxy/reviews.go: no `const closeDrainTimeout = N * time.Second`; update this reader")
-	}
-	n, _ := strconv.Atoi(string(m[1]))
-	return time.Duration(n) * time.Second
+	return sourceSeconds(t, filepath.Join("..", "proxy", "reviews.go"), "closeDrainTimeout")
 }

@@ -198,6 +198,12 @@ func applyMemoryLimit(ml config.MemoryLimit, logger *slog.Logger) {
 	}
 }
 
+// telemetryShutdownTimeout bounds the span export at exit, which runs
+// after the drain (shutdown_timeout) and the review spool's last move:
+// the OpenTelemetry exporter would otherwise wait 30 s on a collector that
+// accepts and never answers.
+const telemetryShutdownTimeout = 5 * time.Second
+
 func serve(ctx context.Context, path string, rt *config.Runtime, logger *slog.Logger, level *slog.LevelVar) error {
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(defaultGCPercent)
@@ -212,7 +218,15 @@ func serve(ctx context.Context, path string, rt *config.Runtime, logger *slog.Lo
 	if err != nil {
 		return err
 	}
-	defer shutdownTel(context.Background())
+	defer func() {
+		// The last span export: a collector that never answers must not
+		// hold the exit past the stop budget deploy/ plans for.
+		tctx, cancel := context.WithTimeout(context.Background(), telemetryShutdownTimeout)
+		defer cancel()
+		if err := shutdownTel(tctx); err != nil {
+			logger.Warn("telemetry shutdown", "error", err.Error())
+		}
+	}()
 	caller := proxy.NewCaller(func(u *config.Upstream) string {
 		if u.APIKeyEnv == "" {
 			return ""
