@@ -2,6 +2,7 @@ package telemetry
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -43,6 +44,12 @@ func (t *Telemetry) ReviewMetrics(pending func(ctx context.Context) (map[string]
 		return nil, err
 	}
 	r.storeErrs.Add(context.Background(), 0)
+	// The store lists only routes with pending items; a route it listed
+	// before is observed at 0 once its queue is empty, so the gauge falls
+	// back to its idle value instead of its series vanishing (a graph
+	// holding the last count, an alert on it staying stale).
+	var mu sync.Mutex
+	seen := map[string]bool{}
 	_, err = m.Int64ObservableGauge(MetricReviewsPending, metric.WithDescription("Pending review items by route."), metric.WithUnit("{review}"),
 		metric.WithInt64Callback(func(ctx context.Context, o metric.Int64Observer) error {
 			ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
@@ -51,8 +58,16 @@ func (t *Telemetry) ReviewMetrics(pending func(ctx context.Context) (map[string]
 			if err != nil {
 				return nil // the store is down: no sample rather than a wrong one
 			}
+			mu.Lock()
+			defer mu.Unlock()
 			for route, n := range counts {
+				seen[route] = true
 				o.Observe(int64(n), metric.WithAttributes(attribute.String("route", route)))
+			}
+			for route := range seen {
+				if _, ok := counts[route]; !ok {
+					o.Observe(0, metric.WithAttributes(attribute.String("route", route)))
+				}
 			}
 			return nil
 		}))

@@ -209,6 +209,15 @@ func TestReviewResolvedCounter(t *testing.T) {
 	if p := pending(); p != 1 {
 		t.Fatalf("pending %v, want 1", p)
 	}
+	// The last pending item resolved: the gauge is back at 0, its series
+	// still there (not gone, which a graph or alert reads as no data).
+	if s, b := rs.post("/admin/reviews/"+ids[3]+"/reject", `{"reviewer":"ann"}`); s != 200 {
+		t.Fatalf("reject %d %s", s, b)
+	}
+	m := parseSamples(t, rs.scrape())
+	if p := m.get(t, telemetry.MetricReviewsPending, "route", "classify"); p != 0 {
+		t.Fatalf("pending %v after the last resolution, want 0", p)
+	}
 }
 
 func TestWebhookDeliveriesCounter(t *testing.T) {
