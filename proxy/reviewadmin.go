@@ -423,6 +423,9 @@ func (s *Server) rerunReview(w http.ResponseWriter, r *http.Request) {
 	x := &exchange{s: s, st: sst, start: time.Now(), ev: &audit.Event{Time: time.Now().UTC(), RequestID: it.ID, Route: route.Name},
 		log: s.Logger.With("request_id", w.Header().Get("X-Request-Id"), "review_id", it.ID)}
 	v, aerr := s.attempts(ctx, r, x, p)
+	if t, ok := s.Telemetry.(RerunTelemetry); ok {
+		t.RerunDone(ctx, x.ev) // the tokens and calls spent, whatever the rerun's end
+	}
 	if aerr != nil && aerr.Review == nil {
 		writeError(w, aerr)
 		return

@@ -35,6 +35,12 @@ type Telemetry interface {
 	RequestDone(ctx context.Context, ev *audit.Event)
 }
 
+// RerunTelemetry is implemented by a Telemetry that counts what review
+// reruns spend upstream (their attempts are in ev, which is not audited).
+type RerunTelemetry interface {
+	RerunDone(ctx context.Context, ev *audit.Event)
+}
+
 type nopTelemetry struct{}
 
 func (nopTelemetry) StartAttempt(ctx context.Context, _ AttemptInfo) (context.Context, func(AttemptResult)) {

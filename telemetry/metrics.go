@@ -154,6 +154,24 @@ func (t *Telemetry) RequestDone(ctx context.Context, ev *audit.Event) {
 	}
 }
 
+// RerunDone counts what a review rerun (POST /admin/reviews/{id}/rerun)
+// spent upstream: its calls in contractd_upstream_duration_seconds and its
+// tokens in contractd_tokens_total, as a request's attempts are. A rerun is
+// not a chat-completions request: the request, attempt and violation
+// series count the clients' requests only. ev holds the rerun's attempts
+// and usage; its route is a configured contract route.
+func (t *Telemetry) RerunDone(ctx context.Context, ev *audit.Event) {
+	if len(ev.Attempts) == 0 {
+		return
+	}
+	r := t.routes.get(ev.Route)
+	for i := range ev.Attempts {
+		t.upDur.Record(ctx, ev.Attempts[i].LatencyMS/1000, r.route.rec...)
+	}
+	t.tokens.Add(ctx, int64(ev.Usage.PromptTokens), r.input.add...)
+	t.tokens.Add(ctx, int64(ev.Usage.CompletionTokens), r.output.add...)
+}
+
 func attemptCount(ev *audit.Event) int {
 	if ev.Contract == nil {
 		return 0

@@ -302,3 +302,39 @@ func TestWebhookDeliveriesCounter(t *testing.T) {
 		t.Fatalf("success %v failure %v moved on expiry", s, f)
 	}
 }
+
+// TestRerunSpendCounted: the upstream calls a review rerun makes spend
+// tokens like a request's attempts, so contractd_tokens_total and
+// contractd_upstream_duration_seconds count them (the per-request series,
+// requests and attempts and violations, count the clients' requests only).
+func TestRerunSpendCounted(t *testing.T) {
+	rs := newReviewSite(t)
+	id := rs.needsReview() // two attempts (classify's plan), 11 + 7 tokens each
+	type snap struct{ in, out, calls, reqs, att1 float64 }
+	read := func() snap {
+		m := rs.scrape()
+		return snap{
+			in:    metricValue(t, m, telemetry.MetricTokens, "route", "classify", "direction", "input"),
+			out:   metricValue(t, m, telemetry.MetricTokens, "route", "classify", "direction", "output"),
+			calls: metricValue(t, m, telemetry.MetricUpstreamDuration+"_count", "route", "classify"),
+			reqs:  metricValue(t, m, telemetry.MetricRequests, "route", "classify", "outcome", "needs_review"),
+			att1:  metricValue(t, m, telemetry.MetricAttempts, "route", "classify", "attempt", "1", "result", "invalid"),
+		}
+	}
+	before := read()
+	if before != (snap{2 * upPrompt, 2 * upCompletion, 2, 1, 1}) {
+		t.Fatalf("after one needs_review request: %+v", before)
+	}
+	// A rerun that still fails: two more upstream calls.
+	if s, b := rs.post("/admin/reviews/"+id+"/rerun", ``); s != 200 || !strings.Contains(b, `"status":"pending"`) {
+		t.Fatalf("rerun %d %s", s, b)
+	}
+	// One that passes at its first attempt: one more.
+	rs.valid.Store(true)
+	if s, b := rs.post("/admin/reviews/"+id+"/rerun", ``); s != 200 || !strings.Contains(b, `"status":"approved"`) {
+		t.Fatalf("rerun %d %s", s, b)
+	}
+	if got, want := read(), (snap{5 * upPrompt, 5 * upCompletion, 5, 1, 1}); got != want {
+		t.Fatalf("after two reruns (3 upstream calls): %+v, want %+v", got, want)
+	}
+}

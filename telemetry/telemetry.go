@@ -119,7 +119,10 @@ type Telemetry struct {
 	httpSets      *setCache[httpLabels]
 }
 
-var _ proxy.Telemetry = (*Telemetry)(nil)
+var (
+	_ proxy.Telemetry      = (*Telemetry)(nil)
+	_ proxy.RerunTelemetry = (*Telemetry)(nil)
+)
 
 // New builds the providers, the Prometheus exporter and the instruments.
 func New(opts Options) (*Telemetry, error) {
