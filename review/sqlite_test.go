@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -285,5 +286,93 @@ func TestSQLiteCreateMixedBatches(t *testing.T) {
 	items, _, err = s.List(context.Background(), review.Filter{Limit: 100})
 	if err != nil || len(items) != 53 {
 		t.Errorf("%d items stored (%v), want 53", len(items), err)
+	}
+}
+
+// A store left at any older migration level opens: the migrations after
+// it run, an item written at the first level is still read, filtered,
+// resolved and deleted by retention, and a store upgraded from that level
+// passes the whole store suite.
+func TestSQLiteUpgradesFromEveryLevel(t *testing.T) {
+	ctx := context.Background()
+	for level := 1; level < review.SQLiteLevels(); level++ {
+		t.Run(fmt.Sprintf("from-%d", level), func(t *testing.T) {
+			p := filepath.Join(t.TempDir(), "reviews.db")
+			if err := review.SQLiteAtLevel(p, level, true); err != nil {
+				t.Fatal(err)
+			}
+			s, err := review.OpenSQLite(ctx, p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			items, _, err := s.List(ctx, review.Filter{Rule: "required", Status: review.StatusPending, Route: "a", Contract: "k"})
+			if err != nil || len(items) != 1 || items[0].ID != "old" {
+				t.Fatalf("rule filter after upgrading: %v %v", items, err)
+			}
+			if _, err := s.Resolve(ctx, "old", review.Resolve{Status: review.StatusApproved, At: time.Unix(0, 2),
+				Resolution: review.Resolution{By: review.ByReviewer, Reviewer: "ann", Output: []byte(`{}`)}}); err != nil {
+				t.Fatal(err)
+			}
+			if n, err := s.DeleteResolvedBefore(ctx, time.Unix(0, 3)); err != nil || n != 1 {
+				t.Fatalf("retention: %d %v", n, err)
+			}
+			storetest.Run(t, func(t *testing.T) review.Store {
+				p := filepath.Join(t.TempDir(), "reviews.db")
+				if err := review.SQLiteAtLevel(p, level, false); err != nil {
+					t.Fatal(err)
+				}
+				s, err := review.OpenSQLite(ctx, p)
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { s.Close() })
+				review.SetRetentionBatch(s, 3)
+				review.SetExportPage(s, 2)
+				return s
+			})
+		})
+	}
+}
+
+// A migration that fails half way (0004, at its last statement, on an
+// index someone created by hand) leaves the file as it was before it: the
+// open fails naming the migration, the earlier level stays recorded, and
+// once the cause is gone the next open applies it.
+func TestSQLiteMigrationFailingHalfway(t *testing.T) {
+	ctx := context.Background()
+	p := filepath.Join(t.TempDir(), "reviews.db")
+	if err := review.SQLiteAtLevel(p, 3, true); err != nil {
+		t.Fatal(err)
+	}
+	db, err := sql.Open("sqlite", "file:"+p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec(`CREATE INDEX review_rules_rule_status ON review_rules (rule)`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := review.OpenSQLite(ctx, p); err == nil || !strings.Contains(err.Error(), "0004_rule_filters.sql") {
+		t.Fatalf("open over a conflicting index: %v", err)
+	}
+	var version, cols int
+	if err := db.QueryRow(`SELECT max(version) FROM schema_migrations`).Scan(&version); err != nil || version != 3 {
+		t.Fatalf("recorded level %d (%v), want 3", version, err)
+	}
+	if err := db.QueryRow(`SELECT count(*) FROM pragma_table_info('review_rules') WHERE name = 'status'`).Scan(&cols); err != nil || cols != 0 {
+		t.Fatalf("review_rules.status exists after the failed migration: %d %v", cols, err)
+	}
+	if _, err := db.Exec(`DROP INDEX review_rules_rule_status`); err != nil {
+		t.Fatal(err)
+	}
+	s, err := review.OpenSQLite(ctx, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	items, _, err := s.List(ctx, review.Filter{Rule: "required", Status: review.StatusPending})
+	if err != nil || len(items) != 1 || items[0].ID != "old" {
+		t.Fatalf("after the migration applied: %v %v", items, err)
 	}
 }
