@@ -721,9 +721,14 @@ func TestReviewPageFiltersAndPaging(t *testing.T) {
 	if got := ids(); slices.Contains(got, "req_old_1") {
 		t.Fatal("since=24h lists the 72h old item")
 	}
-	// A bad since is refused on the page, before any request.
-	filter("", "", "yesterday-ish")
-	b.until(`document.getElementById("error").textContent.startsWith("Since:")`)
+	// A bad since is refused on the page, before any request: a number
+	// without its unit too (Date.parse read "5" as May 2001: no filter).
+	for _, since := range []string{"yesterday-ish", "5", "May 5"} {
+		filter("", "", "")
+		b.until(listLen + ` === 50 && document.getElementById("error").hidden`)
+		filter("", "", since)
+		b.until(`document.getElementById("error").textContent.startsWith("Since:")`)
+	}
 	// Keyboard: / goes to the filters.
 	b.key("/")
 	if !evalJS[bool](b, `document.activeElement === document.getElementById("f-route")`) {

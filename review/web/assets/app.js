@@ -412,7 +412,9 @@
       at = re.lastIndex;
     }
     if (at === s.length && at > 0) return new Date(Date.now() - total);
-    const t = Date.parse(s);
+    // A date starts with its year: Date.parse alone also reads "5" (a
+    // duration without its unit) as May 2001, which filtered nothing.
+    const t = /^\d{4}-\d\d-\d\d/.test(s) ? Date.parse(s) : NaN;
     if (!isNaN(t)) return new Date(t);
     throw new Error("Since: use a duration such as 24h or 90m, or a date such as 2026-11-24T08:00:00Z");
   }
