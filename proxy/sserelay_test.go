@@ -3,8 +3,12 @@ package proxy
 import (
 	"context"
 	"io"
+	"log/slog"
 	"strings"
 	"testing"
+
+	"github.com/contractd/contractd/audit"
+	"github.com/contractd/contractd/config"
 )
 
 // pieces hands out s in reads of at most n bytes.
@@ -113,4 +117,54 @@ func TestIsEventStream(t *testing.T) {
 			t.Errorf("isEventStream(%q) = %v", ct, got)
 		}
 	}
+}
+
+// Any upstream stream, however split and wherever it ends: the relay
+// terminates, and a stream it reports broken reaches the client as whole
+// events of the upstream's (a prefix of its bytes ending where an event
+// ends) followed by exactly one error event.
+func FuzzSSERelay(f *testing.F) {
+	for _, s := range []string{"data: {\"a\":1}\n\ndata: [DONE]\n\n", "data: {\"a\":1}\n\ndata: {\"b\"", ": x\r\n\r\ndata: 1\r\n\r\ndata: 2\r",
+		"event: response.created\ndata: {}\n\nevent: response.completed\ndata: {", "data: [DONE]", "\n\n\r\r:\n"} {
+		f.Add(s, uint8(3), true)
+		f.Add(s, uint8(1), false)
+	}
+	f.Fuzz(func(t *testing.T, s string, n uint8, chat bool) {
+		x := &exchange{s: &Server{Logger: slog.New(slog.DiscardHandler)}, ev: &audit.Event{}, edge: responsesEdge}
+		if chat {
+			x.edge = chatEdge
+		}
+		c := &passCall{Context: context.Background(), clientCtx: context.Background(), x: x,
+			route: &config.Route{Upstream: &config.Upstream{Name: "up"}}}
+		r := newSSERelay(io.NopCloser(&pieces{s, int(n%64) + 1}), c)
+		var got strings.Builder
+		buf := make([]byte, 512)
+		var err error
+		for i := 0; ; i++ {
+			if i > 4*len(s)+16 {
+				t.Fatalf("no end after %d reads", i)
+			}
+			var k int
+			k, err = r.Read(buf)
+			got.Write(buf[:k])
+			if err != nil {
+				break
+			}
+		}
+		r.Close()
+		if c.broken == nil || err != io.EOF {
+			return
+		}
+		out := got.String()
+		i := strings.LastIndex(out, "data: {")
+		if !chat {
+			i = strings.LastIndex(out, "event: error\n")
+		}
+		if i < 0 || !strings.Contains(out[i:], `"code":"upstream_error"`) || !strings.HasSuffix(out, "}\n\n") {
+			t.Fatalf("broken stream %q relayed as %q: no error event at its end", s, out)
+		}
+		if prefix := out[:i]; !strings.HasPrefix(s, prefix) || (prefix != "" && !boundaries(s)[len(prefix)]) {
+			t.Fatalf("broken stream %q relayed as %q: %q is not whole events of it", s, out, prefix)
+		}
+	})
 }
