@@ -2,6 +2,8 @@ package config
 
 import (
 	"crypto/sha256"
+	"errors"
+	"io/fs"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -105,6 +107,29 @@ func (c *compiler) abs(path string) string {
 		return path
 	}
 	return filepath.Join(c.p.Dir, path)
+}
+
+// whereRelative explains a relative path that was not found: where it
+// was looked for, and, when the config was named through a symlink, that
+// the directory is the one the config was named in, not the link's target
+// (so a schema beside the target is not found; a Kubernetes ConfigMap's
+// files are all links in one directory, and reload watches them there).
+func (c *compiler) whereRelative(rel string, err error) string {
+	if filepath.IsAbs(rel) || !errors.Is(err, fs.ErrNotExist) {
+		return ""
+	}
+	msg := fmt.Sprintf(" (looked for %s: a relative path is relative to the directory of the config file", c.abs(rel))
+	if fi, lerr := os.Lstat(c.p.Path); lerr == nil && fi.Mode()&fs.ModeSymlink != 0 {
+		if target, terr := filepath.EvalSymlinks(c.p.Path); terr == nil {
+			if a, aerr := filepath.Abs(target); aerr == nil {
+				target = a
+			}
+			if _, serr := os.Stat(filepath.Join(filepath.Dir(target), rel)); serr == nil {
+				msg += fmt.Sprintf(" as named, %s, not of the symlink's target, %s, where %s is: name the target with -c, or make the path absolute or relative to %s", c.p.Dir, filepath.Dir(target), rel, c.p.Dir)
+			}
+		}
+	}
+	return msg + ")"
 }
 
 // checkNames validates and de-duplicates the names of one kind.
@@ -557,7 +582,7 @@ func (c *compiler) contracts() {
 			c.rt.Files = append(c.rt.Files, c.abs(d.SchemaFile))
 			doc, err = os.ReadFile(c.abs(d.SchemaFile))
 			if err != nil {
-				c.ps.add(schemaPath, "cannot read %s: %s", d.SchemaFile, cleanOSError(err))
+				c.ps.add(schemaPath, "cannot read %s: %s%s", d.SchemaFile, cleanOSError(err), c.whereRelative(d.SchemaFile, err))
 				continue
 			}
 		case d.Schema.Kind != 0:

@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -128,5 +129,55 @@ routes:
 	var ce *Error
 	if !errors.As(err, &ce) || len(ce.Problems) != 1 || ce.Problems[0].String() != "c.yaml:2: contracts[0].<<: a merge key (<<) takes a mapping or a list of mappings, like <<: *defaults" {
 		t.Errorf("merge of a scalar: %v", err)
+	}
+}
+
+// TestSchemaFileThroughSymlink: relative paths resolve against the
+// directory the config file was named in, from any working directory;
+// named through a symlink, that is the link's directory (as for a
+// ConfigMap's links). A schema_file that sits only beside the link's
+// target was "cannot read schemas/a.json: no such file or directory",
+// naming neither where it was looked for nor why; the problem now says
+// both and what to do.
+func TestSchemaFileThroughSymlink(t *testing.T) {
+	dir := t.TempDir()
+	real, link := filepath.Join(dir, "real"), filepath.Join(dir, "link")
+	for _, d := range []string{filepath.Join(real, "schemas"), link} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeTestFile(t, filepath.Join(real, "schemas", "a.json"), `{"type": "object", "additionalProperties": false}`)
+	writeTestFile(t, filepath.Join(real, "c.yaml"), "audit: {sink: file, path: audit.jsonl}\ncontracts: [{name: a, schema_file: schemas/a.json}]\n")
+	if err := os.Symlink(filepath.Join("..", "real", "c.yaml"), filepath.Join(link, "c.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(dir) // the paths below are relative to the working directory, not the config's
+	rt, err := Load(filepath.Join("real", "c.yaml"))
+	if err != nil {
+		t.Fatalf("the real file: %v", err)
+	}
+	if want := filepath.Join(real, "audit.jsonl"); rt.Audit.Path != want {
+		t.Errorf("audit.path %q, want %q", rt.Audit.Path, want)
+	}
+	_, err = Load(filepath.Join("link", "c.yaml"))
+	var ce *Error
+	if !errors.As(err, &ce) || len(ce.Problems) != 1 {
+		t.Fatalf("through the link: want one problem, got %v", err)
+	}
+	if r, err := filepath.EvalSymlinks(real); err == nil {
+		real = r
+	}
+	want := fmt.Sprintf("cannot read schemas/a.json: no such file or directory (looked for %s: a relative path is relative to the directory of the config file as named, %s, not of the symlink's target, %s, where schemas/a.json is: name the target with -c, or make the path absolute or relative to %s)",
+		filepath.Join(link, "schemas", "a.json"), link, real, link)
+	if got := ce.Problems[0].Message; got != want {
+		t.Errorf("got  %s\nwant %s", got, want)
+	}
+}
+
+func writeTestFile(t *testing.T, path, text string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
 	}
 }
