@@ -47,6 +47,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stderr, usage)
 		return exitUsage
 	}
+	// CMD -h (or --help anywhere before --) prints the command's usage to
+	// stdout and exits 0, as asked for, whatever else is on the line.
+	if synopsis(args[0]) != "" && wantsHelp(args[1:]) {
+		dispatch(ctx, []string{args[0], "-h"}, stdout, stdout)
+		return exitOK
+	}
+	return dispatch(ctx, args, stdout, stderr)
+}
+
+func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	switch args[0] {
 	case "serve":
 		return cmdServe(ctx, args[1:], stdout, stderr)
@@ -81,9 +91,37 @@ func buildVersion() string {
 	return version
 }
 
+func wantsHelp(args []string) bool {
+	for _, a := range args {
+		switch a {
+		case "--":
+			return false
+		case "-h", "-help", "--help":
+			return true
+		}
+	}
+	return false
+}
+
+// synopsis is a command's line in the usage ("check [-c FILE] (--contract
+// NAME | ...) ..."), "" for a command without flags or none at all.
+func synopsis(name string) string {
+	for _, l := range strings.Split(usage, "\n") {
+		if rest, ok := strings.CutPrefix(l, "  "+name+" "); ok && strings.Contains(rest, "[-c FILE]") {
+			rest, _, _ = strings.Cut(strings.TrimSpace(rest), "   ")
+			return name + " " + rest
+		}
+	}
+	return ""
+}
+
 func newFlags(name string, stderr io.Writer) (*flag.FlagSet, *string) {
 	fs := flag.NewFlagSet("contractd "+name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: contractd %s\n\nflags:\n", synopsis(name))
+		fs.PrintDefaults()
+	}
 	cfg := fs.String("c", "", "config file (default $CONTRACTD_CONFIG or ./contractd.yaml)")
 	return fs, cfg
 }

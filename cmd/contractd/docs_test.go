@@ -17,7 +17,7 @@ func commandFlags(t *testing.T, cmd string) map[string]bool {
 	var out, errb bytes.Buffer
 	run(context.Background(), []string{cmd, "-h"}, &out, &errb)
 	flags := map[string]bool{}
-	for _, m := range regexp.MustCompile(`(?m)^  -([a-z][a-z-]*)`).FindAllStringSubmatch(errb.String(), -1) {
+	for _, m := range regexp.MustCompile(`(?m)^  -([a-z][a-z-]*)`).FindAllStringSubmatch(out.String(), -1) {
 		flags[m[1]] = true
 	}
 	return flags
