@@ -117,3 +117,43 @@ func TestHTTPRouteOfUncleanPath(t *testing.T) {
 		t.Errorf("404s under http_route \"/\" = %v, want 2", got)
 	}
 }
+
+// TestDeduplicatedReplayMetrics: the 422 served again from
+// review.dedupe_window (SPEC §14) is one more needs_review request, with
+// no attempt, no upstream call, no token and no violation: its audit line
+// has attempts [] and deduplicated true, and the series move accordingly.
+func TestDeduplicatedReplayMetrics(t *testing.T) {
+	h := newHarness(t, harnessOpts{})
+	body := rawContractBody("classify", scenarioInput("review"))
+	first, _ := h.post("/v1/chat/completions", clientKey, body, nil)
+	m1 := parseSamples(t, h.scrape())
+	again, _ := h.post("/v1/chat/completions", clientKey, body, nil)
+	m2 := parseSamples(t, h.scrape())
+	if first.StatusCode != 422 || again.StatusCode != 422 || again.Header.Get("X-Contract-Deduplicated") != "true" {
+		t.Fatalf("statuses %d, %d (deduplicated %q)", first.StatusCode, again.StatusCode, again.Header.Get("X-Contract-Deduplicated"))
+	}
+	ev := h.events()[again.Header.Get("X-Request-Id")]
+	if ev["outcome"] != "needs_review" || ev["deduplicated"] != true || ev["review_id"] != first.Header.Get("X-Request-Id") ||
+		len(ev["attempts"].([]any)) != 0 || ev["error_code"] != "contract_violation" {
+		t.Fatalf("replay's audit event %v", ev)
+	}
+	if len(h.up.Calls()) != 2 {
+		t.Fatalf("upstream calls %d, want 2 (the first request's attempts only)", len(h.up.Calls()))
+	}
+	for k, v2 := range m2 {
+		if !strings.HasPrefix(k, "contractd_") || strings.Contains(k, "_bucket{") || strings.Contains(k, "request_duration_seconds_sum") {
+			continue
+		}
+		want := m1[k]
+		if k == `contractd_requests_total{outcome="needs_review",route="classify"}` ||
+			k == `contractd_request_duration_seconds_count{outcome="needs_review",route="classify"}` {
+			want++
+		}
+		if v2 != want {
+			t.Errorf("%s: %v -> %v, want %v", k, m1[k], v2, want)
+		}
+	}
+	if got := m2.get(t, telemetry.MetricRequests, "route", "classify", "outcome", "needs_review"); got != 2 {
+		t.Errorf("requests{classify,needs_review} = %v, want 2", got)
+	}
+}
