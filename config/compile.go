@@ -219,7 +219,13 @@ func (c *compiler) limits(s Server, out *ServerSettings) {
 		c.ps.add("server.max_inflight_bytes", "must be positive")
 	}
 	if out.MaxInflightBytes > 0 && out.MaxBodyBytes > 0 && out.MaxInflightBytes < out.MaxBodyBytes {
-		c.ps.add("server.max_inflight_bytes", "must be at least max_body_bytes (%d): a body that size could never be served", out.MaxBodyBytes)
+		if c.p.File.Server.MaxInflightBytes == 0 {
+			// Not written: name the key the user wrote, and the default it
+			// ran into.
+			c.ps.add("server.max_body_bytes", "must be at most max_inflight_bytes (default %d): a body that size could never be served; set server.max_inflight_bytes to at least %d", out.MaxInflightBytes, out.MaxBodyBytes)
+		} else {
+			c.ps.add("server.max_inflight_bytes", "must be at least max_body_bytes (%d): a body that size could never be served", out.MaxBodyBytes)
+		}
 	}
 	if out.BodyReadTimeout == 0 {
 		out.BodyReadTimeout = DefaultBodyReadTimeout

@@ -181,3 +181,20 @@ func writeTestFile(t *testing.T, path, text string) {
 		t.Fatal(err)
 	}
 }
+
+// TestMaxBodyOverDefaultInflight: a max_body_bytes above the default
+// max_inflight_bytes, which the user did not write, is reported at the key
+// they wrote and its line, naming the default and what to set; it was
+// "c.yaml:1: server.max_inflight_bytes: must be at least max_body_bytes",
+// at the server: line, about a key not in the file.
+func TestMaxBodyOverDefaultInflight(t *testing.T) {
+	_, err := LoadBytes("c.yaml", []byte("server:\n  max_body_bytes: 9223372036854775807\n"))
+	var ce *Error
+	if !errors.As(err, &ce) || len(ce.Problems) != 1 {
+		t.Fatalf("want one problem, got %v", err)
+	}
+	want := fmt.Sprintf("c.yaml:2: server.max_body_bytes: must be at most max_inflight_bytes (default %d): a body that size could never be served; set server.max_inflight_bytes to at least 9223372036854775807", DefaultMaxInflightBytes)
+	if got := ce.Problems[0].String(); got != want {
+		t.Errorf("got  %s\nwant %s", got, want)
+	}
+}
