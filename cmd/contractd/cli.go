@@ -77,8 +77,51 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprint(stdout, usage)
 		return exitOK
 	}
-	fmt.Fprintf(stderr, "contractd: unknown command %q\n\n%s", args[0], usage)
+	hint := ""
+	for _, c := range []string{"serve", "validate", "check", "render", "schema", "replay", "version"} {
+		if len(args[0]) >= 3 && (strings.HasPrefix(c, args[0]) || oneEditApart(args[0], c)) {
+			hint = fmt.Sprintf(" (did you mean %q?)", c)
+			break
+		}
+	}
+	fmt.Fprintf(stderr, "contractd: unknown command %q%s\n\n%s", args[0], hint, usage)
 	return exitUsage
+}
+
+// oneEditApart: a and b differ by one letter added, dropped, changed, or
+// two neighbours swapped ("chek", "vaildate", "serv").
+func oneEditApart(a, b string) bool {
+	if len(a) > len(b) {
+		a, b = b, a
+	}
+	switch len(b) - len(a) {
+	case 0:
+		i := 0
+		for i < len(a) && a[i] == b[i] {
+			i++
+		}
+		if i == len(a) {
+			return false
+		}
+		return a[i+1:] == b[i+1:] || (i+1 < len(a) && a[i] == b[i+1] && a[i+1] == b[i] && a[i+2:] == b[i+2:])
+	case 1:
+		i := 0
+		for i < len(a) && a[i] == b[i] {
+			i++
+		}
+		return a[i:] == b[i+1:]
+	}
+	return false
+}
+
+// unexpectedArg is the usage error for a positional argument to a command
+// that takes none; the config file given without -c says how to name it.
+func unexpectedArg(cmd, arg string) string {
+	msg := fmt.Sprintf("contractd %s: unexpected argument %q", cmd, arg)
+	if strings.HasSuffix(arg, ".yaml") || strings.HasSuffix(arg, ".yml") || strings.HasSuffix(arg, ".json") {
+		msg += fmt.Sprintf(" (the config is given as -c %s)", arg)
+	}
+	return msg
 }
 
 func buildVersion() string {
@@ -153,7 +196,7 @@ func cmdValidate(args []string, stdout, stderr io.Writer) int {
 	fs, cfg := newFlags("validate", stderr)
 	if pos, err := parseInterleaved(fs, args); err != nil || len(pos) > 0 {
 		if err == nil {
-			fmt.Fprintf(stderr, "contractd validate: unexpected argument %q\n", pos[0])
+			fmt.Fprintln(stderr, unexpectedArg("validate", pos[0]))
 		}
 		return exitUsage
 	}

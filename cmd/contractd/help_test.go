@@ -28,3 +28,29 @@ func TestCommandHelp(t *testing.T) {
 		}
 	}
 }
+
+// TestUsageMistakes: what a new user types first. `contractd serve
+// contractd.yaml` exited 2 printing nothing at all; validate said only
+// "unexpected argument"; a misspelt command listed the usage without
+// naming the command meant.
+func TestUsageMistakes(t *testing.T) {
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"serve", "contractd.yaml"}, "contractd serve: unexpected argument \"contractd.yaml\" (the config is given as -c contractd.yaml)\n"},
+		{[]string{"validate", "my.yml"}, "contractd validate: unexpected argument \"my.yml\" (the config is given as -c my.yml)\n"},
+		{[]string{"validate", "x"}, "contractd validate: unexpected argument \"x\"\n"},
+		{[]string{"chek"}, "contractd: unknown command \"chek\" (did you mean \"check\"?)\n\nusage:"},
+		{[]string{"vaildate"}, "contractd: unknown command \"vaildate\" (did you mean \"validate\"?)\n\nusage:"},
+		{[]string{"serv"}, "contractd: unknown command \"serv\" (did you mean \"serve\"?)\n\nusage:"},
+		{[]string{"lint"}, "contractd: unknown command \"lint\"\n\nusage:"},
+	}
+	for _, tt := range tests {
+		var out, errb bytes.Buffer
+		code := run(context.Background(), tt.args, &out, &errb)
+		if code != exitUsage || out.Len() != 0 || !strings.HasPrefix(errb.String(), tt.want) {
+			t.Errorf("%v: exit %d\nstdout %q\nstderr %q\nwant   %q...", tt.args, code, out.String(), errb.String(), tt.want)
+		}
+	}
+}
