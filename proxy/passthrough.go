@@ -306,6 +306,9 @@ func (s *Server) passthrough(ctx context.Context, cancel context.CancelFunc, w h
 	switch {
 	case c.failed != nil:
 		x.ev.Attempts[0].UpstreamStatus = 0
+		if c.failed.Internal != nil { // as fail logs a contract route's 5xx
+			x.logger().Warn("request failed", "code", c.failed.Code, "cause", c.failed.Internal.Error())
+		}
 		x.finish(ctx, c.failed.Status, audit.OutcomeUpstreamError, c.failed.Code)
 	case c.broken != nil: // the stream ended with an error event (sserelay.go)
 		x.finish(ctx, c.status, audit.OutcomeUpstreamError, c.broken.Code)

@@ -157,3 +157,34 @@ func TestDeduplicatedReplayMetrics(t *testing.T) {
 		t.Errorf("requests{classify,needs_review} = %v, want 2", got)
 	}
 }
+
+// TestPassthroughFailureLogsCause: a passthrough request whose upstream
+// cannot be reached is answered 502 and, as docs/observability.md says of
+// every 5xx, its internal cause is logged in a "request failed" warning
+// with the request id (the client's message says only "connection
+// failed").
+func TestPassthroughFailureLogsCause(t *testing.T) {
+	h := newHarness(t, harnessOpts{})
+	h.up.Close() // nothing listens there any more
+	resp, b := h.post("/v1/chat/completions", clientKey, `{"model":"raw","messages":[{"role":"user","content":"hello raw"}]}`, nil)
+	if resp.StatusCode != http.StatusBadGateway {
+		t.Fatalf("status %d %s, want 502", resp.StatusCode, b)
+	}
+	id := resp.Header.Get("X-Request-Id")
+	var found bool
+	for _, line := range strings.Split(strings.TrimSpace(h.logs.String()), "\n") {
+		if strings.Contains(line, `"msg":"request failed"`) {
+			found = true
+			if !strings.Contains(line, `"request_id":"`+id+`"`) || !strings.Contains(line, `"code":"upstream_error"`) ||
+				!strings.Contains(line, "connect") || !strings.Contains(line, `"level":"WARN"`) {
+				t.Errorf("request failed line: want WARN, request_id %s, code upstream_error and the connection error as cause:\n%s", id, line)
+			}
+			if strings.Contains(line, clientKey) || strings.Contains(line, upstreamKey) {
+				t.Errorf("a key in the log line: %s", line)
+			}
+		}
+	}
+	if !found {
+		t.Fatalf("no \"request failed\" line for the 502:\n%s", h.logs.String())
+	}
+}
