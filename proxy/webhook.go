@@ -22,6 +22,8 @@ type Webhook struct {
 	Client  *http.Client
 	Backoff time.Duration // first retry delay, doubled per try up to an hour
 	MaxAge  time.Duration // give up on a delivery this old
+	Timeout time.Duration // one post's limit (default 10 s)
+	Lease   time.Duration // how long a claimed batch is this replica's (default 1 min)
 }
 
 // Sign is the X-Contractd-Signature value of body.
@@ -32,7 +34,7 @@ func (h *Webhook) Sign(body []byte) string {
 }
 
 func (h *Webhook) post(ctx context.Context, d review.Delivery) bool {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, h.Timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.URL, bytes.NewReader(d.Body))
 	if err != nil {
@@ -77,6 +79,12 @@ func (q *ReviewQueue) RunWebhook(ctx context.Context, h *Webhook) {
 	if h.MaxAge == 0 {
 		h.MaxAge = 24 * time.Hour
 	}
+	if h.Timeout == 0 {
+		h.Timeout = 10 * time.Second
+	}
+	if h.Lease == 0 {
+		h.Lease = time.Minute
+	}
 	t := time.NewTicker(q.Retry)
 	defer t.Stop()
 	for {
@@ -93,7 +101,8 @@ func (q *ReviewQueue) RunWebhook(ctx context.Context, h *Webhook) {
 
 func (q *ReviewQueue) deliver(ctx context.Context, st review.Store, h *Webhook) {
 	for ctx.Err() == nil {
-		ds, err := st.ClaimDeliveries(ctx, time.Now(), 32, time.Minute)
+		claimed := time.Now()
+		ds, err := st.ClaimDeliveries(ctx, claimed, 32, h.Lease)
 		if err != nil {
 			q.Log.Warn("webhook outbox unavailable", "error", err.Error())
 			return
@@ -101,7 +110,26 @@ func (q *ReviewQueue) deliver(ctx context.Context, st review.Store, h *Webhook) 
 		if len(ds) == 0 {
 			return
 		}
-		for _, d := range ds {
+		for i, d := range ds {
+			if i > 0 && time.Since(claimed)+h.Timeout > h.Lease {
+				// The rest of the batch could be posted after its lease
+				// ran out, while another replica has claimed it too:
+				// leave it to be claimed again when the lease ends. A
+				// receiver that hangs would otherwise have 32 deliveries
+				// of 10 s each posted twice.
+				break
+			}
+			if time.Since(d.CreatedAt) > h.MaxAge {
+				// Past its age already: given up without one more post,
+				// so an outbox grown behind a hung receiver drains at the
+				// store's speed, not at one post's timeout per row.
+				q.Metrics.Delivery(DeliveryExpired)
+				q.Log.Error("webhook delivery given up", "delivery", d.ID, "type", d.Type, "review_id", d.ReviewID, "tries", d.Tries)
+				if err := st.FinishDelivery(ctx, d.ID, true, time.Now()); err != nil && ctx.Err() == nil {
+					q.Log.Warn("webhook outbox update failed", "delivery", d.ID, "error", err.Error())
+				}
+				continue
+			}
 			ok := h.post(ctx, d)
 			now := time.Now()
 			switch {

@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/contractd/contractd/review"
 )
 
 func TestWebhookAtLeastOnceSigned(t *testing.T) {
@@ -142,6 +144,101 @@ func TestWebhookFollowsNoRedirect(t *testing.T) {
 	}
 	if ds, _ := rh.store.ClaimDeliveries(context.Background(), time.Now().Add(2*time.Hour), 10, 0); len(ds) != 1 {
 		t.Fatalf("%d deliveries pending, want the one redirected", len(ds))
+	}
+	rh.shutdown()
+}
+
+// claimLog records when each batch was claimed, so a test can tell a post
+// made under its lease from one made after it ran out.
+type claimLog struct {
+	review.Store
+	mu     sync.Mutex
+	leased map[string]time.Time // delivery id -> its lease's end
+}
+
+func (c *claimLog) ClaimDeliveries(ctx context.Context, now time.Time, limit int, lease time.Duration) ([]review.Delivery, error) {
+	ds, err := c.Store.ClaimDeliveries(ctx, now, limit, lease)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, d := range ds {
+		c.leased[d.ID] = now.Add(lease)
+	}
+	return ds, err
+}
+
+// A receiver that hangs: each post takes the whole post timeout. A batch
+// stops being posted once a post could outlast the batch's lease (another
+// replica may have claimed the rest by then); the rest stay in the outbox.
+func TestWebhookBatchStopsAtItsLease(t *testing.T) {
+	defer noLeaks(t)()
+	rh := newReviewHarness(t)
+	rh.q.Webhook = true
+	for range 5 {
+		rh.needsReview(classifyReq)
+	}
+	type post struct {
+		id    string
+		start time.Time
+	}
+	var mu sync.Mutex
+	var posts []post
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		posts = append(posts, post{r.Header.Get("X-Contractd-Delivery"), time.Now()})
+		mu.Unlock()
+		io.Copy(io.Discard, r.Body) // read whole, so the client leaving cancels r's context
+		select {                    // hangs until the post times out
+		case <-r.Context().Done():
+		case <-time.After(5 * time.Second):
+		}
+	}))
+	defer hook.Close()
+	const timeout, lease = 150 * time.Millisecond, 400 * time.Millisecond
+	wh := &Webhook{URL: hook.URL, Secret: []byte("s"), Backoff: time.Hour, MaxAge: time.Hour,
+		Timeout: timeout, Lease: lease, Client: &http.Client{}}
+	cl := &claimLog{Store: rh.store, leased: map[string]time.Time{}}
+	rh.q.deliver(context.Background(), cl, wh)
+	wh.Client.CloseIdleConnections()
+	mu.Lock()
+	defer mu.Unlock()
+	if len(posts) == 0 || len(posts) >= 5 {
+		t.Fatalf("%d posts, want the part of the batch its lease covers", len(posts))
+	}
+	for _, p := range posts {
+		if end := cl.leased[p.id]; p.start.Add(timeout).After(end) {
+			t.Errorf("delivery %s posted %v before its lease ended: the post outlasts it", p.id, end.Sub(p.start))
+		}
+	}
+	if ds, _ := rh.store.ClaimDeliveries(context.Background(), time.Now().Add(2*time.Hour), 10, 0); len(ds) != 5 {
+		t.Fatalf("%d deliveries in the outbox, want 5 (failed ones retried later, the rest not tried)", len(ds))
+	}
+	rh.shutdown()
+}
+
+// A delivery already past its age is given up without another post, so an
+// outbox grown behind a hung receiver drains without one timeout per row.
+func TestWebhookExpiredGivenUpWithoutPost(t *testing.T) {
+	defer noLeaks(t)()
+	rh := newReviewHarness(t)
+	rh.q.Webhook = true
+	rh.needsReview(classifyReq)
+	rh.needsReview(classifyReq)
+	var posts atomic.Int32
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		posts.Add(1)
+		w.WriteHeader(204)
+	}))
+	defer hook.Close()
+	time.Sleep(5 * time.Millisecond)
+	wh := &Webhook{URL: hook.URL, Secret: []byte("s"), Backoff: time.Hour, MaxAge: time.Millisecond,
+		Timeout: time.Second, Lease: time.Minute, Client: &http.Client{}}
+	rh.q.deliver(context.Background(), rh.store, wh)
+	wh.Client.CloseIdleConnections()
+	if n := posts.Load(); n != 0 {
+		t.Errorf("%d posts of deliveries past their age", n)
+	}
+	if ds, _ := rh.store.ClaimDeliveries(context.Background(), time.Now().Add(2*time.Hour), 10, 0); len(ds) != 0 {
+		t.Fatalf("%d deliveries left in the outbox", len(ds))
 	}
 	rh.shutdown()
 }
