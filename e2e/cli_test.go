@@ -5,10 +5,10 @@ import (
 	"errors"
 	"os"
 	"os/exec"
-	"syscall"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )

@@ -78,7 +78,7 @@ func TestReloadFollowsFilesOfARefusedConfig(t *testing.T) {
 }
 
 // TestReloadCoalescesAndDoesNotStarve: a config rewritten every 100 ms for
-// 4 s reloads within 2 s of the first write (SPEC §9; the harness's usual
+// 4 s reloads within 2 s of the first write (docs/config.md; the harness's usual
 // second of slack), though the writes never pause that long, and the 40
 // writes coalesce into a few reloads.
 func TestReloadCoalescesAndDoesNotStarve(t *testing.T) {

@@ -18,7 +18,7 @@ import (
 // the upstream stream breaks off (a read error, request_timeout, or the
 // body ending before the stream's last event), the part of an event
 // already read is dropped and one error event closes the stream instead:
-// on chat completions `data: {"error":{...}}` (the envelope of §3, which
+// on chat completions `data: {"error":{...}}` (the error envelope, which
 // go-openai and the openai SDKs raise as an API error), on the Responses
 // API `event: error` with the same `error` member. The SDKs otherwise
 // take a cut stream for a finished one: a last event without its blank

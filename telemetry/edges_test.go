@@ -119,7 +119,7 @@ func TestHTTPRouteOfUncleanPath(t *testing.T) {
 }
 
 // TestDeduplicatedReplayMetrics: the 422 served again from
-// review.dedupe_window (SPEC §14) is one more needs_review request, with
+// review.dedupe_window (a client retrying a 422) is one more needs_review request, with
 // no attempt, no upstream call, no token and no violation: its audit line
 // has attempts [] and deduplicated true, and the series move accordingly.
 func TestDeduplicatedReplayMetrics(t *testing.T) {

@@ -476,7 +476,7 @@ func restartOnly(old, next *config.Runtime) []string {
 
 // Reload debounce: a change reloads once its files have been quiet for
 // reloadQuiet, and at the latest reloadMaxWait after the first change,
-// so files that keep changing still reload within SPEC §9's 2 s.
+// so files that keep changing still reload within the 2 s docs/config.md promises.
 const (
 	reloadQuiet   = 300 * time.Millisecond
 	reloadMaxWait = 1200 * time.Millisecond

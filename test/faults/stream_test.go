@@ -387,7 +387,9 @@ func TestContractStreamUnderUpstreamFaults(t *testing.T) {
 	faults := map[string]func(up **upstream) func(w http.ResponseWriter, r *http.Request, n int){
 		"valid": func(**upstream) func(http.ResponseWriter, *http.Request, int) { return okHandler },
 		"5xx": func(**upstream) func(http.ResponseWriter, *http.Request, int) {
-			return func(w http.ResponseWriter, r *http.Request, n int) { reply(w, 503, []byte(`{"error":{"message":"busy"}}`)) }
+			return func(w http.ResponseWriter, r *http.Request, n int) {
+				reply(w, 503, []byte(`{"error":{"message":"busy"}}`))
+			}
 		},
 		"invalid output": func(**upstream) func(http.ResponseWriter, *http.Request, int) {
 			return func(w http.ResponseWriter, r *http.Request, n int) { reply(w, 200, completion(`{"answer":42}`)) }
@@ -499,7 +501,7 @@ func TestPassthroughStreamSlowReader(t *testing.T) {
 
 // The Responses API edge of a contract route under the same faults: a
 // stream:true request gets the JSON error the same request without stream
-// gets, after as many upstream calls; a valid verdict streams §13's event
+// gets, after as many upstream calls; a valid verdict streams the Responses API's event
 // sequence, each with its sequence_number, the text in one delta.
 func TestContractResponsesStreamUnderUpstreamFaults(t *testing.T) {
 	post := func(e *env, body string) *result {
@@ -559,7 +561,7 @@ func TestContractResponsesStreamUnderUpstreamFaults(t *testing.T) {
 }
 
 // More streams than max_connections: the ones over the cap wait for a
-// connection to close (SPEC §15) and are then served whole; none fails.
+// connection to close (max_connections) and are then served whole; none fails.
 func TestPassthroughStreamsAtTheConnectionCap(t *testing.T) {
 	noLeaks(t)
 	up := sseUpstream(t, func(w io.Writer, flush func(), r *http.Request) {
