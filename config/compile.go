@@ -2,11 +2,11 @@ package config
 
 import (
 	"crypto/sha256"
-	"errors"
-	"io/fs"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"maps"
 	"math"
 	"net/url"

@@ -35,9 +35,9 @@ type impl struct {
 	// not exist (yet), in its nearest existing ancestor for the missing
 	// child on the way down. Watch -> names.
 	above map[int32]map[string]bool
-	files   map[string]int32 // watched path -> its file watch
-	fileW   map[int32]int    // file watch -> how many paths use it
-	done    chan struct{}
+	files map[string]int32 // watched path -> its file watch
+	fileW map[int32]int    // file watch -> how many paths use it
+	done  chan struct{}
 }
 
 func (w *Watcher) start() error {
