@@ -19,8 +19,11 @@ build: deps
 	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN)/contractd ./cmd/contractd
 	@if [ -d cmd/contractd-sim ]; then $(GO) build -trimpath -o $(BIN)/contractd-sim ./cmd/contractd-sim; fi
 
+# vet also refuses unformatted Go files: gofmt's output is the only layout.
 vet: deps
 	$(GO) vet ./...
+	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './e2e/node/*')); \
+	if [ -n "$$unformatted" ]; then echo "gofmt -l: not formatted:"; echo "$$unformatted"; exit 1; fi
 
 # The README's test command: vet, every Go test with -race (unit, golden,
 # fake-upstream, binary end-to-end), then the SDK end-to-end tests.
