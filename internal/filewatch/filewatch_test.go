@@ -136,9 +136,7 @@ func TestConfigMap(t *testing.T) {
 	defer w.Close()
 	for n := 2; n <= 4; n++ {
 		ts := version(n)
-		must(t, os.Symlink(ts, filepath.Join(dir, "..data_tmp")))
-		must(t, os.Rename(filepath.Join(dir, "..data_tmp"), filepath.Join(dir, "..data")))
-		must(t, os.RemoveAll(filepath.Join(dir, old)))
+		swapConfigMap(t, dir, old, ts)
 		old = ts
 		waitChange(t, w, fmt.Sprintf("ConfigMap update %d", n))
 		b, err := os.ReadFile(cfg)
@@ -256,9 +254,7 @@ func TestConfigMapSubdirectory(t *testing.T) {
 	defer w.Close()
 	for n := 2; n <= 4; n++ {
 		ts := version(n)
-		must(t, os.Symlink(ts, filepath.Join(dir, "..data_tmp")))
-		must(t, os.Rename(filepath.Join(dir, "..data_tmp"), filepath.Join(dir, "..data")))
-		must(t, os.RemoveAll(filepath.Join(dir, old)))
+		swapConfigMap(t, dir, old, ts)
 		old = ts
 		waitChange(t, w, fmt.Sprintf("ConfigMap update %d", n))
 		b, err := os.ReadFile(schema)
@@ -267,4 +263,14 @@ func TestConfigMapSubdirectory(t *testing.T) {
 			t.Fatalf("schema reads %s after update %d", b, n)
 		}
 	}
+}
+
+// swapConfigMap updates a ConfigMap volume in dir the way the kubelet does:
+// ..data, a symlink to the timestamped directory old, is atomically
+// replaced by one to next, and old is removed.
+func swapConfigMap(t *testing.T, dir, old, next string) {
+	t.Helper()
+	must(t, os.Symlink(next, filepath.Join(dir, "..data_tmp")))
+	must(t, os.Rename(filepath.Join(dir, "..data_tmp"), filepath.Join(dir, "..data")))
+	must(t, os.RemoveAll(filepath.Join(dir, old)))
 }
