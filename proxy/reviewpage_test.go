@@ -44,7 +44,11 @@ type pageSite struct {
 	hook atomic.Pointer[func(w http.ResponseWriter, r *http.Request) bool]
 }
 
+// newPageSite serves the page and the API for one test. Everything it
+// and newBrowser start is ended by t's cleanups, the browser first, and
+// the goroutine check runs after them all (it is registered first).
 func newPageSite(t *testing.T) *pageSite {
+	t.Cleanup(noLeaks(t))
 	ps := &pageSite{reviewHarness: newReviewHarness(t)}
 	api := ps.srv.Handler(&Admin{Reviews: ps.srv.ReviewAdmin()})
 	ps.ts = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -288,15 +292,12 @@ func selectedID(b *browser) string {
 }
 
 func TestReviewPageApproveRejectThroughUI(t *testing.T) {
-	defer noLeaks(t)()
 	ps := newPageSite(t)
-	defer ps.close()
 	var ids []string
 	for range 3 {
 		ids = append(ids, ps.needsReview(classifyReq))
 	}
 	b := newBrowser(t)
-	defer b.cancel()
 
 	// The page and its assets: no key needed, a strict CSP on each.
 	for _, p := range []string{"", "app.js", "style.css"} {
@@ -391,12 +392,9 @@ func TestReviewPageApproveRejectThroughUI(t *testing.T) {
 }
 
 func TestReviewPageLiveCheckInvalidJSON(t *testing.T) {
-	defer noLeaks(t)()
 	ps := newPageSite(t)
-	defer ps.close()
 	id := ps.needsReview(classifyReq)
 	b := newBrowser(t)
-	defer b.cancel()
 	b.open(ps.ts.URL, adminKey)
 	b.until(fmt.Sprintf(`document.getElementById("d-title").textContent === %q`, id))
 	b.do(chromedp.SendKeys(chromedp.CSS("#reviewer"), "ann"))
@@ -454,12 +452,9 @@ func TestReviewPageLiveCheckInvalidJSON(t *testing.T) {
 }
 
 func TestReviewPageWrongAdminKey(t *testing.T) {
-	defer noLeaks(t)()
 	ps := newPageSite(t)
-	defer ps.close()
 	ps.needsReview(classifyReq)
 	b := newBrowser(t)
-	defer b.cancel()
 
 	for _, key := range []string{"wrong-key", ""} {
 		b.do(chromedp.Navigate("about:blank"))
@@ -500,9 +495,7 @@ const (
 )
 
 func TestReviewPageShowsMarkupAsText(t *testing.T) {
-	defer noLeaks(t)()
 	ps := newPageSite(t)
-	defer ps.close()
 	js := func(v string) string { // JSON text as a model writes it: no \u003c escapes
 		var buf strings.Builder
 		enc := json.NewEncoder(&buf)
@@ -527,7 +520,6 @@ func TestReviewPageShowsMarkupAsText(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := newBrowser(t)
-	defer b.cancel()
 	b.open(ps.ts.URL, adminKey)
 	b.until(`document.getElementById("d-title").textContent === "req_markup_1" && document.querySelectorAll("#d-attempts .attempt").length === 2`)
 	b.until(`document.getElementById("check-state").className !== ""  && document.getElementById("check-state").textContent !== "checking…"`)
@@ -583,13 +575,10 @@ func TestReviewPageShowsMarkupAsText(t *testing.T) {
 // there (docs/review-page.png is made this way:
 // CONTRACTD_SCREENSHOT=$PWD/docs/review-page.png go test -run Screenshot ./proxy/).
 func TestReviewPageScreenshot(t *testing.T) {
-	defer noLeaks(t)()
 	ps := newPageSite(t)
-	defer ps.close()
 	ps.needsReview(classifyReq)
 	id := ps.needsReview(`{"model":"classify","messages":[{"role":"user","content":"{\"subject\":\"Invoice 4411\",\"body\":\"I was charged twice for March.\"}"}]}`)
 	b := newBrowser(t)
-	defer b.cancel()
 	b.open(ps.ts.URL, adminKey)
 	b.until(fmt.Sprintf(`document.getElementById("d-title").textContent === %q`, id))
 	b.do(chromedp.SendKeys(chromedp.CSS("#reviewer"), "ann"))
@@ -630,13 +619,10 @@ func jsonEq(a json.RawMessage, b string) bool {
 }
 
 func TestReviewPageRerun(t *testing.T) {
-	defer noLeaks(t)()
 	ps := newPageSite(t)
-	defer ps.close()
 	other := ps.needsReview(classifyReq)
 	id := ps.needsReview(classifyReq)
 	b := newBrowser(t)
-	defer b.cancel()
 	b.open(ps.ts.URL, adminKey)
 	b.until(fmt.Sprintf(`document.getElementById("d-title").textContent === %q && document.querySelectorAll("#d-attempts .attempt").length === 2`, id))
 
@@ -665,9 +651,7 @@ func TestReviewPageRerun(t *testing.T) {
 }
 
 func TestReviewPageFiltersAndPaging(t *testing.T) {
-	defer noLeaks(t)()
 	ps := newPageSite(t)
-	defer ps.close()
 	now := time.Now().UTC()
 	add := func(id, route, rule string, at time.Time) {
 		it := &review.Item{ID: id, Status: review.StatusPending, CreatedAt: at, Route: route,
@@ -686,7 +670,6 @@ func TestReviewPageFiltersAndPaging(t *testing.T) {
 	add("req_old_1", "classify", "required", now.Add(-72*time.Hour))
 
 	b := newBrowser(t)
-	defer b.cancel()
 	b.open(ps.ts.URL, adminKey)
 	// One page of 50, newest first, then the rest through Load more.
 	b.until(listLen + ` === 50 && !document.getElementById("more").hidden`)

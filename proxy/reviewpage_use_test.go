@@ -35,15 +35,12 @@ func titleIs(id string) string {
 // After a resolution it is on the list, the next item selected; after a
 // rerun that still fails, back on Rerun.
 func TestReviewPageFocusAfterButtons(t *testing.T) {
-	defer noLeaks(t)()
 	ps := newPageSite(t)
-	defer ps.close()
 	var ids []string
 	for range 3 {
 		ids = append(ids, ps.needsReview(classifyReq))
 	}
 	b := newBrowser(t)
-	defer b.cancel()
 	b.open(ps.ts.URL, adminKey)
 	b.until(titleIs(ids[2]))
 	b.do(chromedp.SendKeys(chromedp.CSS("#reviewer"), "ann"))
@@ -74,9 +71,7 @@ func TestReviewPageFocusAfterButtons(t *testing.T) {
 // before it: while the selected item loads, and when it fails to load,
 // approve, reject and rerun do nothing.
 func TestReviewPageActsOnlyOnTheSelectedItem(t *testing.T) {
-	defer noLeaks(t)()
 	ps := newPageSite(t)
-	defer ps.close()
 	older := ps.needsReview(classifyReq)
 	newer := ps.needsReview(classifyReq)
 	release := make(chan struct{})
@@ -107,7 +102,6 @@ func TestReviewPageActsOnlyOnTheSelectedItem(t *testing.T) {
 		}
 	}()
 	b := newBrowser(t)
-	defer b.cancel()
 	b.open(ps.ts.URL, adminKey)
 	b.until(titleIs(newer))
 	b.do(chromedp.SendKeys(chromedp.CSS("#reviewer"), "ann"))
@@ -155,13 +149,10 @@ func TestReviewPageActsOnlyOnTheSelectedItem(t *testing.T) {
 // the list; in a list of any status it stays, shown as resolved (by whom,
 // no actions), not as a pending item whose every action answers 409.
 func TestReviewPageResolvedElsewhere(t *testing.T) {
-	defer noLeaks(t)()
 	ps := newPageSite(t)
-	defer ps.close()
 	first := ps.needsReview(classifyReq)
 	second := ps.needsReview(classifyReq)
 	b := newBrowser(t)
-	defer b.cancel()
 	b.open(ps.ts.URL, adminKey)
 	b.until(titleIs(second))
 	b.do(chromedp.SendKeys(chromedp.CSS("#reviewer"), "ann"))
@@ -199,12 +190,9 @@ func TestReviewPageResolvedElsewhere(t *testing.T) {
 // typed, dropped from the address, refused by the server with the 401
 // shown, and the key form still works.
 func TestReviewPageMalformedKeyInAddress(t *testing.T) {
-	defer noLeaks(t)()
 	ps := newPageSite(t)
-	defer ps.close()
 	ps.needsReview(classifyReq)
 	b := newBrowser(t)
-	defer b.cancel()
 	b.open(ps.ts.URL, "abc%zz")
 	b.until(`!document.getElementById("error").hidden`)
 	if msg := evalJS[string](b, `document.getElementById("error").textContent`); !strings.Contains(msg, "admin key was refused") {
@@ -224,9 +212,7 @@ func TestReviewPageMalformedKeyInAddress(t *testing.T) {
 // nesting is shown as the text it is (each later '{' is not tried as a
 // fresh start: that was quadratic, minutes of a frozen tab).
 func TestReviewPageLargeItems(t *testing.T) {
-	defer noLeaks(t)()
 	ps := newPageSite(t)
-	defer ps.close()
 	var sb strings.Builder
 	sb.WriteString(`{"items": [`)
 	n := 0
@@ -258,7 +244,6 @@ func TestReviewPageLargeItems(t *testing.T) {
 		}
 	}
 	b := newBrowser(t)
-	defer b.cancel()
 	b.open(ps.ts.URL, adminKey)
 	// The bound is generous: under -race on a loaded machine the server
 	// alone (SQLite reading and JSON writing the megabytes) takes 10 s or
@@ -310,9 +295,7 @@ func TestReviewPageLargeItems(t *testing.T) {
 // Resolving every item of a loaded page while more wait behind the cursor
 // loads them: the list does not end on "No items." beside "Load more".
 func TestReviewPageEmptiedPageLoadsMore(t *testing.T) {
-	defer noLeaks(t)()
 	ps := newPageSite(t)
-	defer ps.close()
 	now := time.Now().UTC()
 	for i := range 52 {
 		it := &review.Item{ID: fmt.Sprintf("req_more_%02d", i), Status: review.StatusPending, CreatedAt: now.Add(-time.Duration(i) * time.Second),
@@ -324,7 +307,6 @@ func TestReviewPageEmptiedPageLoadsMore(t *testing.T) {
 		}
 	}
 	b := newBrowser(t)
-	defer b.cancel()
 	b.open(ps.ts.URL, adminKey)
 	b.until(listLen + ` === 50 && !document.getElementById("more").hidden`)
 	b.do(chromedp.SendKeys(chromedp.CSS("#reviewer"), "ann"))
@@ -346,13 +328,10 @@ func TestReviewPageEmptiedPageLoadsMore(t *testing.T) {
 // approve enabled; the editor), they type there; Esc leaves the field for
 // the list, where they act again. The page lists them all.
 func TestReviewPageKeysTypeInFields(t *testing.T) {
-	defer noLeaks(t)()
 	ps := newPageSite(t)
-	defer ps.close()
 	older := ps.needsReview(classifyReq)
 	newer := ps.needsReview(classifyReq)
 	b := newBrowser(t)
-	defer b.cancel()
 	b.open(ps.ts.URL, adminKey)
 	b.until(titleIs(newer))
 	b.do(chromedp.SendKeys(chromedp.CSS("#reviewer"), "ann"))
