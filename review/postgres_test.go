@@ -363,17 +363,7 @@ func TestPostgresUpgradesFromEveryLevel(t *testing.T) {
 	for level := 1; level < review.PostgresLevels(); level++ {
 		t.Run(fmt.Sprintf("from-%d", level), func(t *testing.T) {
 			s := atLevel(t, level, true)
-			items, _, err := s.List(ctx, review.Filter{Rule: "required", Status: review.StatusPending, Route: "a", Contract: "k"})
-			if err != nil || len(items) != 1 || items[0].ID != "old" {
-				t.Fatalf("rule filter after upgrading: %v %v", items, err)
-			}
-			if _, err := s.Resolve(ctx, "old", review.Resolve{Status: review.StatusApproved, At: time.Unix(0, 2),
-				Resolution: review.Resolution{By: review.ByReviewer, Reviewer: "ann", Output: []byte(`{}`)}}); err != nil {
-				t.Fatal(err)
-			}
-			if n, err := s.DeleteResolvedBefore(ctx, time.Unix(0, 3)); err != nil || n != 1 {
-				t.Fatalf("retention: %d %v", n, err)
-			}
+			checkUpgradedItem(t, s)
 			storetest.Run(t, func(t *testing.T) review.Store { return atLevel(t, level, false) })
 		})
 	}

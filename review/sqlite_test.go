@@ -306,17 +306,7 @@ func TestSQLiteUpgradesFromEveryLevel(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer s.Close()
-			items, _, err := s.List(ctx, review.Filter{Rule: "required", Status: review.StatusPending, Route: "a", Contract: "k"})
-			if err != nil || len(items) != 1 || items[0].ID != "old" {
-				t.Fatalf("rule filter after upgrading: %v %v", items, err)
-			}
-			if _, err := s.Resolve(ctx, "old", review.Resolve{Status: review.StatusApproved, At: time.Unix(0, 2),
-				Resolution: review.Resolution{By: review.ByReviewer, Reviewer: "ann", Output: []byte(`{}`)}}); err != nil {
-				t.Fatal(err)
-			}
-			if n, err := s.DeleteResolvedBefore(ctx, time.Unix(0, 3)); err != nil || n != 1 {
-				t.Fatalf("retention: %d %v", n, err)
-			}
+			checkUpgradedItem(t, s)
 			storetest.Run(t, func(t *testing.T) review.Store {
 				p := filepath.Join(t.TempDir(), "reviews.db")
 				if err := review.SQLiteAtLevel(p, level, false); err != nil {
@@ -374,5 +364,24 @@ func TestSQLiteMigrationFailingHalfway(t *testing.T) {
 	items, _, err := s.List(ctx, review.Filter{Rule: "required", Status: review.StatusPending})
 	if err != nil || len(items) != 1 || items[0].ID != "old" {
 		t.Fatalf("after the migration applied: %v %v", items, err)
+	}
+}
+
+// checkUpgradedItem: the item "old", written at the first migration level
+// (review.SQLiteAtLevel, review.PostgresAtLevel), is still found by the
+// rule filter, resolved, and deleted by retention after the upgrade.
+func checkUpgradedItem(t *testing.T, s review.Store) {
+	t.Helper()
+	ctx := context.Background()
+	items, _, err := s.List(ctx, review.Filter{Rule: "required", Status: review.StatusPending, Route: "a", Contract: "k"})
+	if err != nil || len(items) != 1 || items[0].ID != "old" {
+		t.Fatalf("rule filter after upgrading: %v %v", items, err)
+	}
+	if _, err := s.Resolve(ctx, "old", review.Resolve{Status: review.StatusApproved, At: time.Unix(0, 2),
+		Resolution: review.Resolution{By: review.ByReviewer, Reviewer: "ann", Output: []byte(`{}`)}}); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := s.DeleteResolvedBefore(ctx, time.Unix(0, 3)); err != nil || n != 1 {
+		t.Fatalf("retention: %d %v", n, err)
 	}
 }
