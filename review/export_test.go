@@ -20,29 +20,17 @@ func OpenSQLiteWAL(ctx context.Context, file string, d time.Duration, restartAt 
 	return openSQLite(ctx, file, d, restartAt)
 }
 
-// SetRetentionBatch sets how many items one retention transaction deletes,
-// so the store suite deletes in several batches.
-func SetRetentionBatch(s Store, n int) {
+// SmallBatches makes one retention transaction delete 3 items and one
+// export query read 2, so the store suite's retention and exports run in
+// several batches and pages.
+func SmallBatches(s Store) {
 	switch s := s.(type) {
 	case *SQLite:
-		s.retentionBatch = n
+		s.retentionBatch, s.exportPage = 3, 2
 	case *Postgres:
-		s.retentionBatch = n
+		s.retentionBatch, s.exportPage = 3, 2
 	default:
-		panic(fmt.Sprintf("SetRetentionBatch: %T", s))
-	}
-}
-
-// SetExportPage sets how many items one export query reads, so the store
-// suite's exports take several pages.
-func SetExportPage(s Store, n int) {
-	switch s := s.(type) {
-	case *SQLite:
-		s.exportPage = n
-	case *Postgres:
-		s.exportPage = n
-	default:
-		panic(fmt.Sprintf("SetExportPage: %T", s))
+		panic(fmt.Sprintf("SmallBatches: %T", s))
 	}
 }
 

@@ -28,8 +28,7 @@ func openPostgres(t *testing.T) review.Store {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
-	review.SetRetentionBatch(s, 3) // retention in several batches (storetest)
-	review.SetExportPage(s, 2)     // exports in several pages
+	review.SmallBatches(s) // retention and exports in several batches (storetest)
 	return s
 }
 
@@ -356,8 +355,7 @@ func TestPostgresUpgradesFromEveryLevel(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { s.Close() })
-		review.SetRetentionBatch(s, 3)
-		review.SetExportPage(s, 2)
+		review.SmallBatches(s) // retention and exports in several batches (storetest)
 		return s
 	}
 	for level := 1; level < review.PostgresLevels(); level++ {

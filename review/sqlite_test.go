@@ -22,8 +22,7 @@ func openSQLite(t *testing.T) review.Store {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
-	review.SetRetentionBatch(s, 3) // retention in several batches (storetest)
-	review.SetExportPage(s, 2)     // exports in several pages
+	review.SmallBatches(s) // retention and exports in several batches (storetest)
 	return s
 }
 
@@ -317,8 +316,7 @@ func TestSQLiteUpgradesFromEveryLevel(t *testing.T) {
 					t.Fatal(err)
 				}
 				t.Cleanup(func() { s.Close() })
-				review.SetRetentionBatch(s, 3)
-				review.SetExportPage(s, 2)
+				review.SmallBatches(s) // retention and exports in several batches (storetest)
 				return s
 			})
 		})

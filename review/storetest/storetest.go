@@ -402,7 +402,7 @@ var behaviours = []struct {
 	}},
 	{"export pages through items resolved at the same instant, each once", func(t *testing.T, s review.Store) {
 		// The suite's stores read 2 items per export query
-		// (review.SetExportPage): 7 approved items, 5 of them resolved
+		// (review.SmallBatches): 7 approved items, 5 of them resolved
 		// at one instant, take four pages, three ending inside the tie.
 		at := base.Add(time.Hour)
 		for i := range 8 {
@@ -519,7 +519,7 @@ var behaviours = []struct {
 	}},
 	{"retention deletes every expired item over several batches", func(t *testing.T, s review.Store) {
 		// The suite's stores delete 3 items per retention batch
-		// (review.SetRetentionBatch): 5 approved and 4 rejected items
+		// (review.SmallBatches): 5 approved and 4 rejected items
 		// past retention take several batches of each status, one a
 		// full batch exactly.
 		var old []string
