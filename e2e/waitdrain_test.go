@@ -25,7 +25,14 @@ func TestReviewWaitEndsOnDrain(t *testing.T) {
 	// is: on a pooled idle one (the POST's) it could race shutdown
 	// closing idle connections.
 	pollClient := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
-	before := apiConnections(t, d)
+	// Count from no connection at all: the POST's idle one could close
+	// at any moment (any parallel test may close the shared client's
+	// idle connections), and its close would cancel the poll's accept in
+	// a count taken with it open.
+	httpClient.CloseIdleConnections()
+	if !waitFor(10*time.Second, func() bool { return apiConnections(t, d) == 0 }) {
+		t.Fatalf("%d API connections open with no client", apiConnections(t, d))
+	}
 	go func() {
 		req, _ := http.NewRequest("GET", d.BaseURL()+"/reviews/"+id+"?wait=60s", nil)
 		req.Header.Set("Authorization", "Bearer "+clientKey)
@@ -42,7 +49,7 @@ func TestReviewWaitEndsOnDrain(t *testing.T) {
 	// backlog would be refused, not answered. Wait until contractd has
 	// accepted its connection (shutdown then lets it finish), then give
 	// the handler a moment to park on the wait.
-	if !waitFor(10*time.Second, func() bool { return apiConnections(t, d) > before }) {
+	if !waitFor(10*time.Second, func() bool { return apiConnections(t, d) > 0 }) {
 		t.Fatal("contractd never accepted the poll's connection")
 	}
 	time.Sleep(300 * time.Millisecond) // the poll is waiting
