@@ -4,7 +4,7 @@
 // Sources are audit files written with include_content: true (plain,
 // rotated or gzip-compressed, streamed line by line in bounded memory), the
 // JSON Lines of GET /admin/reviews/export, and the configured review store
-// through review.Store. Offline, each stored output is judged by
+// through review.Reader (opened read-only by the command). Offline, each stored output is judged by
 // proxy.Judge, the function serving uses, with the subject rebuilt from the
 // stored input by the serving request path (proxy.RequestSubject), so
 // evidence is looked up in the stored input and prompt_leak compares with

@@ -223,7 +223,7 @@ func (r *runner) readFile(ctx context.Context, name string, emit func(job)) erro
 
 // Reviews replays the items of a review store: every attempt's output and
 // every approved output.
-func Reviews(ctx context.Context, o Options, st review.Store) (*Summary, error) {
+func Reviews(ctx context.Context, o Options, st review.Reader) (*Summary, error) {
 	if err := o.check(); err != nil {
 		return nil, err
 	}
@@ -325,7 +325,7 @@ const (
 
 type runner struct {
 	opts     Options
-	store    review.Store
+	store    review.Reader
 	workers  int
 	perChunk int
 

@@ -320,10 +320,7 @@ func (s *Postgres) Close() error {
 
 // opCtx gives a call without a deadline the store's own.
 func (s *Postgres) opCtx(ctx context.Context) (context.Context, context.CancelFunc) {
-	if _, ok := ctx.Deadline(); ok {
-		return ctx, func() {}
-	}
-	return context.WithTimeout(ctx, s.timeout)
+	return opCtx(ctx, s.timeout)
 }
 
 // Create hands the item to a writer (group commit, see batcher) and
@@ -659,16 +656,22 @@ func pgExportQuery(f ExportFilter, c *exportCursor, limit int) (string, []any) {
 // retention deletes meanwhile. Each page runs under the store's deadline;
 // the caller's context bounds the whole.
 func (s *Postgres) Export(ctx context.Context, f ExportFilter, fn func(*Item) error) error {
-	return exportPages(f, s.exportPage, func(c *exportCursor) ([]*Item, error) {
-		ctx, cancel := s.opCtx(ctx)
+	return pgExport(ctx, s.pool, s.timeout, s.exportPage, f, fn)
+}
+
+// pgExport is Export on pool (the store's, or a reader's), each page under
+// its own deadline.
+func pgExport(ctx context.Context, pool *pgxpool.Pool, timeout time.Duration, page int, f ExportFilter, fn func(*Item) error) error {
+	return exportPages(f, page, func(c *exportCursor) ([]*Item, error) {
+		ctx, cancel := opCtx(ctx, timeout)
 		defer cancel()
-		q, a := pgExportQuery(f, c, s.exportPage)
-		rows, err := s.pool.Query(ctx, q, a...)
+		q, a := pgExportQuery(f, c, page)
+		rows, err := pool.Query(ctx, q, a...)
 		if err != nil {
 			return nil, fmt.Errorf("review store: export: %w", err)
 		}
 		defer rows.Close()
-		items, err := collectItems(rows, s.exportPage)
+		items, err := collectItems(rows, page)
 		if err != nil {
 			return nil, fmt.Errorf("review store: export: %w", err)
 		}

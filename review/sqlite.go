@@ -823,14 +823,19 @@ func (s *SQLite) AppendAttempts(ctx context.Context, id string, atts []Attempt) 
 // resolved before the export began is exported exactly once; one resolved
 // or deleted by retention meanwhile may or may not be.
 func (s *SQLite) Export(ctx context.Context, f ExportFilter, fn func(*Item) error) error {
-	return exportPages(f, s.exportPage, func(c *exportCursor) ([]*Item, error) {
-		q, args := exportQuery(f, c, s.exportPage)
-		rows, err := s.db.QueryContext(ctx, q, args...)
+	return sqliteExport(ctx, s.db, s.exportPage, f, fn)
+}
+
+// sqliteExport is Export on db (the store's readers, or a reader's).
+func sqliteExport(ctx context.Context, db *sql.DB, page int, f ExportFilter, fn func(*Item) error) error {
+	return exportPages(f, page, func(c *exportCursor) ([]*Item, error) {
+		q, args := exportQuery(f, c, page)
+		rows, err := db.QueryContext(ctx, q, args...)
 		if err != nil {
 			return nil, err
 		}
 		defer rows.Close()
-		return collectItems(rows, s.exportPage)
+		return collectItems(rows, page)
 	}, fn)
 }
 

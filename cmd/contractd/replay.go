@@ -11,6 +11,7 @@ import (
 
 	"github.com/contractd/contractd/config"
 	"github.com/contractd/contractd/replay"
+	"github.com/contractd/contractd/review"
 )
 
 // listFlag collects a repeatable flag.
@@ -93,16 +94,13 @@ func cmdReplay(ctx context.Context, args []string, stdout, stderr io.Writer) int
 			return usageErr("review.store is none in %s: there are no stored reviews", path)
 		}
 		if rt.Review.Store == config.ReviewSQLite {
-			// Opening would create an empty store; replaying it is a mistake.
+			// Say plainly that there is no store, rather than SQLite's
+			// "unable to open database file".
 			if _, err := os.Stat(rt.Review.Path); err != nil {
 				return usageErr("review store %s: %v", rt.Review.Path, cleanErr(err))
 			}
 		}
-		open, err := storeOpener(rt.Review, nil)
-		if err != nil {
-			return usageErr("%v", err)
-		}
-		st, err := open(ctx)
+		st, err := openReader(ctx, rt.Review)
 		if err != nil {
 			return usageErr("%v", err)
 		}
@@ -136,4 +134,25 @@ func parseSince(s string, now time.Time) (time.Time, error) {
 		return t, nil
 	}
 	return time.Time{}, fmt.Errorf("--since %s: want a duration (24h) or an RFC 3339 time (2026-01-02T15:04:05Z)", s)
+}
+
+// openReader opens the configured review store for replay: a reader never
+// migrates the store or changes its files' modes (SQLite read-only,
+// PostgreSQL read-only transactions), and a store at another schema level
+// than this binary's is refused (review.SchemaLevelError: upgrade it with
+// contractd serve).
+func openReader(ctx context.Context, rc config.ReviewSettings) (review.Reader, error) {
+	switch rc.Store {
+	case config.ReviewSQLite:
+		return review.OpenSQLiteReader(ctx, rc.Path)
+	case config.ReviewPostgres:
+		// The DSN is read here and never printed; the store's errors
+		// redact its password.
+		dsn := os.Getenv(rc.DSNEnv)
+		if dsn == "" {
+			return nil, fmt.Errorf("review store: %s is empty", rc.DSNEnv)
+		}
+		return review.OpenPostgresReader(ctx, dsn)
+	}
+	return nil, fmt.Errorf("review.store %q is not available in this build (use sqlite, postgres or none)", rc.Store)
 }

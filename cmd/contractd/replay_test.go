@@ -3,7 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -183,5 +185,66 @@ routes: [{name: r, upstream: up, model: m, prompt: p, contract: k, temperature: 
 	code, out, errb = runCmd(t, "replay", "-c", cfg("3"), "--reviews", "--route", "r", "--since", "1h")
 	if code != 1 || !strings.Contains(out, "req_1#approved r approved -> invalid: maxLength at /a") {
 		t.Fatalf("exit %d\n%s%s", code, out, errb)
+	}
+}
+
+// TestReplayReviewsReadsOnly: replay is a reader. On a store at an older
+// schema level it exits 2 saying to upgrade it with contractd serve, and
+// changes nothing: not the database's bytes, not its mode (0644, which
+// serve makes 0600), not its recorded migrations. Serve's opener migrated
+// and chmodded it.
+func TestReplayReviewsReadsOnly(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	file := filepath.Join(dir, "reviews.db")
+	st, err := review.OpenSQLite(ctx, file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	// One level back, as a store an older contractd last opened.
+	db, err := sql.Open("sqlite", "file:"+file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var level int
+	if err := db.QueryRow(`SELECT max(version) FROM schema_migrations`).Scan(&level); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`DELETE FROM schema_migrations WHERE version = ?`, level); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	if err := os.Chmod(file, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	before, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := writeTemp(t, dir, "c.yaml", "review: {store: sqlite, path: reviews.db}\ncontracts:\n  - {name: k, schema: {type: object}}\n")
+	code, out, errb := runCmd(t, "replay", "-c", cfg, "--reviews")
+	want := fmt.Sprintf("is at schema level %d (%d of %d migrations applied), older than this contractd's %d: upgrade it by starting contractd serve", level-1, level-1, level, level)
+	if code != 2 || out != "" || !strings.Contains(errb, want) {
+		t.Errorf("exit %d, want 2; stdout %q; stderr lacks %q:\n%s", code, out, want, errb)
+	}
+	after, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(before, after) {
+		t.Error("the database's bytes changed")
+	}
+	if fi, err := os.Stat(file); err != nil || fi.Mode().Perm() != 0o644 {
+		t.Errorf("mode %v (%v), want 0644 kept", fi.Mode(), err)
+	}
+	db, err = sql.Open("sqlite", "file:"+file+"?mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var now int
+	if err := db.QueryRow(`SELECT max(version) FROM schema_migrations`).Scan(&now); err != nil || now != level-1 {
+		t.Errorf("schema level %d (%v), want %d kept", now, err, level-1)
 	}
 }

@@ -116,8 +116,8 @@ func openReviews(ctx context.Context, rt *config.Runtime, logger *slog.Logger) (
 	return q, nil
 }
 
-// storeOpener is how the configured review store opens (serve and
-// replay --reviews share it). hub, for postgres, is told of resolutions
+// storeOpener is how serve opens the configured review store (migrating
+// it; replay --reviews reads it through openReader instead). hub, for postgres, is told of resolutions
 // made by any replica (nil: no LISTEN connection).
 func storeOpener(rc config.ReviewSettings, hub *review.Hub) (func(context.Context) (review.Store, error), error) {
 	switch rc.Store {
