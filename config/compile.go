@@ -909,6 +909,10 @@ func (c *compiler) contractRoute(path string, d RouteDef, r *Route, used map[str
 		}
 		r.Plan = append(r.Plan, att)
 	}
+	if d.Temperature != nil && len(d.Retry) > 0 && d.Retry[0].Temperature != nil && *d.Retry[0].Temperature != *d.Temperature {
+		c.ps.warn(join(path, "temperature"), "%v is not used: with retry, attempt 1 runs at retry[0].temperature (%v); set the two equal",
+			*d.Temperature, *d.Retry[0].Temperature)
+	}
 	if !pok || !cok {
 		return
 	}

@@ -254,6 +254,39 @@ routes: [{name: r, upstream: up, model: m, prompt: p, contract: k, temperature: 
 	}
 }
 
+// TestRetryOverridesTemperature: a route that sets retry runs attempt 1 at
+// retry[0]'s temperature, so a route temperature that differs is never
+// sent; validate says so at the route's temperature line instead of
+// letting `temperature: 0.7` beside `retry: [{temperature: 0}]` look like
+// a hot first attempt. Equal values, or no retry, warn nothing.
+func TestRetryOverridesTemperature(t *testing.T) {
+	load := func(route string) []Problem {
+		t.Helper()
+		rt, err := LoadBytes(filepath.Join(t.TempDir(), "c.yaml"), []byte(`upstreams: [{name: up, base_url: "http://127.0.0.1:1/v1"}]
+prompts: [{name: p, system: "x"}]
+contracts: [{name: k, schema: {type: object, additionalProperties: false}}]
+routes:
+  - `+route+"\n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rt.Warnings
+	}
+	ws := load(`{name: r, upstream: up, model: m, prompt: p, contract: k, temperature: 0.7, retry: [{temperature: 0}, {temperature: 0}]}`)
+	if len(ws) != 1 || ws[0].Path != "routes[0].temperature" || ws[0].Line != 5 ||
+		ws[0].Message != "0.7 is not used: with retry, attempt 1 runs at retry[0].temperature (0); set the two equal" {
+		t.Errorf("warnings %v, want one at routes[0].temperature (line 5) naming retry[0].temperature", ws)
+	}
+	for _, route := range []string{
+		`{name: r, upstream: up, model: m, prompt: p, contract: k, temperature: 0.7, retry: [{temperature: 0.7}, {temperature: 0}]}`,
+		`{name: r, upstream: up, model: m, prompt: p, contract: k, temperature: 0.7}`,
+	} {
+		if ws := load(route); len(ws) != 0 {
+			t.Errorf("%s: warnings %v, want none", route, ws)
+		}
+	}
+}
+
 // A config may hold contracts and labels alone, for offline check.
 func TestContractsOnlyConfig(t *testing.T) {
 	rt, err := LoadBytes("c.yaml", []byte("labels: [{name: l, values: [x]}]\ncontracts: [{name: k, schema: {type: object, additionalProperties: false}}]\n"))
