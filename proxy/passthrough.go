@@ -265,9 +265,18 @@ func (s *Server) passthrough(ctx context.Context, cancel context.CancelFunc, w h
 	// ReverseProxy aborts the handler with panic(http.ErrAbortHandler) when
 	// copying the body fails after the headers went out (client gone, or
 	// the upstream stream broke). Record the request before re-panicking:
-	// every chat request is audited.
+	// every chat request is audited. Any other panic is a fault, which the
+	// exchange's recoverPanic records; it is told whether the relay may
+	// have begun the response (the upstream answered, or passError wrote).
 	defer func() {
 		if p := recover(); p != nil {
+			if p != http.ErrAbortHandler {
+				if c.timer != nil { // the call had begun: the relay's attempt
+					x.ev.Attempts = c.attempt()
+				}
+				x.responding = c.status != 0 || c.failed != nil
+				panic(p)
+			}
 			x.ev.Attempts = c.attempt()
 			if c.clientCtx.Err() != nil {
 				x.finish(ctx, StatusClientClosed, audit.OutcomeRejected, CodeClientClosed)

@@ -7,6 +7,7 @@ import (
 	"crypto/subtle"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -14,6 +15,7 @@ import (
 	"net/url"
 	"os"
 	"path"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -331,9 +333,15 @@ type exchange struct {
 	keySum string      // the client key's full SHA-256 (hex), for the dedupe key
 	body   []byte      // the client's body as received
 	event  audit.Event // ev's memory on the API edges: one allocation for both
+	// finished is set when the audit event is being written (finish), so a
+	// panic after it does not write a second one; responding when a
+	// passthrough relay may have sent the response's headers.
+	finished   bool
+	responding bool
 }
 
 func (x *exchange) finish(ctx context.Context, status int, outcome audit.Outcome, code ErrorCode) {
+	x.finished = true
 	x.ev.Event, x.ev.Status, x.ev.Outcome, x.ev.ErrorCode = audit.EventRequest, status, outcome, string(code)
 	x.ev.DurationMS = float64(time.Since(x.start).Microseconds()) / 1000
 	if x.ev.Attempts == nil {
@@ -379,6 +387,48 @@ func (x *exchange) fail(ctx context.Context, w http.ResponseWriter, e *APIError,
 	writeError(w, e)
 }
 
+// outcomePanic is the audit outcome of a request whose handling panicked.
+// SPEC's outcomes have none for contractd's own failure; rejected is the
+// closest: contractd gave no answer of its own, as with 503 server_busy,
+// while upstream_error would blame (and page about) an upstream that did
+// nothing wrong. The status (500) and error_code (internal_error) tell it
+// apart (docs/observability.md).
+const outcomePanic = audit.OutcomeRejected
+
+// errInternal is the answer to a request whose handling panicked: nothing
+// of the cause reaches the client (it is in the log, with the stack).
+func errInternal() *APIError {
+	return &APIError{Status: http.StatusInternalServerError, Type: typeServer, Code: CodeInternal,
+		Message: "internal error; the request id names it in contractd's log"}
+}
+
+// recoverPanic ends an exchange whose handling panicked as every request
+// ends: one audit line and its metrics (unless finish already wrote them),
+// and a 500 envelope when no response has started. Without it net/http
+// recovers the panic itself: the client sees the connection drop, and no
+// audit line or metric records the request. The panic and its stack go to
+// the log. http.ErrAbortHandler is a deliberate abort (a passthrough relay
+// cut short, already audited) and goes on to net/http. A response that
+// may have started cannot be followed by a clean answer: the connection
+// is aborted instead, as net/http would.
+func (x *exchange) recoverPanic(ctx context.Context, w http.ResponseWriter) {
+	p := recover()
+	if p == nil {
+		return
+	}
+	if p == http.ErrAbortHandler {
+		panic(p)
+	}
+	x.logger().Error("panic serving request", "route", x.ev.Route, "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+	if x.finished || x.responding {
+		if !x.finished {
+			x.finish(ctx, http.StatusInternalServerError, outcomePanic, CodeInternal)
+		}
+		panic(http.ErrAbortHandler)
+	}
+	x.fail(ctx, w, errInternal(), outcomePanic)
+}
+
 func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	s.serveRoute(w, r, chatEdge, r.PathValue("route"), false)
 }
@@ -401,6 +451,7 @@ func (s *Server) serveRoute(w http.ResponseWriter, r *http.Request, e *edge, pat
 	x.ev = &x.event
 	ctx, cancel := context.WithTimeout(r.Context(), rt.Server.RequestTimeout)
 	defer cancel()
+	defer x.recoverPanic(ctx, w) // before cancel: its audit and metrics read ctx
 
 	client, aerr := s.authenticate(st, r)
 	if aerr != nil {
