@@ -293,7 +293,9 @@ func (s *Server) passthrough(ctx context.Context, cancel context.CancelFunc, w h
 	// max_concurrency caps every call to the upstream, passthrough too.
 	release, err := s.Caller.sem.acquire(ctx, route.Upstream)
 	if err != nil {
-		x.ev.Attempts = []audit.Attempt{{Attempt: 1, Violations: []contracts.Violation{}}}
+		// Its latency is the time waited (c.start is before the wait), as
+		// a contract route's queued call counts it; no status: no call.
+		x.ev.Attempts = c.attempt()
 		x.fail(ctx, w, &APIError{Status: http.StatusGatewayTimeout, Type: typeUpstream, Code: CodeUpstreamTimeout,
 			Message: "upstream " + quoteForMessage(route.Upstream.Name) + " is at max_concurrency and no slot freed in time"}, audit.OutcomeUpstreamError)
 		return
