@@ -86,8 +86,7 @@ func (s *Server) contract(ctx context.Context, w http.ResponseWriter, r *http.Re
 		hit, release, err := s.dedupe.acquire(ctx, dkey)
 		switch {
 		case err != nil:
-			we, outcome := waitError(r)
-			x.fail(ctx, w, we, outcome)
+			x.fail(ctx, w, waitError(r), audit.OutcomeRejected)
 			return
 		case hit != nil:
 			x.deduplicated(ctx, w, hit)
@@ -154,13 +153,17 @@ func (x *exchange) deduplicated(ctx context.Context, w http.ResponseWriter, hit 
 }
 
 // waitError is the answer when the request ends while an identical one
-// runs: the client left, or request_timeout passed.
-func waitError(r *http.Request) (*APIError, audit.Outcome) {
+// runs: the client left, or request_timeout passed. Either way it is
+// audited rejected with no attempt: this request called no upstream (as
+// one whose body waited out request_timeout for room in
+// max_inflight_bytes), and upstream_error would count an upstream failure
+// that did not happen.
+func waitError(r *http.Request) *APIError {
 	if r.Context().Err() != nil {
-		return errClientClosed(), audit.OutcomeRejected
+		return errClientClosed()
 	}
 	return &APIError{Status: http.StatusGatewayTimeout, Type: typeUpstream, Code: CodeUpstreamTimeout,
-		Message: "request_timeout passed while an identical request was running"}, audit.OutcomeUpstreamError
+		Message: "request_timeout passed while an identical request was running"}
 }
 
 // attempts runs the retry plan. It returns the accepted verdict,

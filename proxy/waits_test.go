@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/contractd/contractd/audit"
 	"github.com/contractd/contractd/internal/testkit"
@@ -59,4 +60,62 @@ func TestPassthroughConcurrencyWaitLatency(t *testing.T) {
 	if h.up.Hits() != 0 {
 		t.Errorf("the upstream was called %d times", h.up.Hits())
 	}
+}
+
+// A request that waits for an identical one's verdict (review.dedupe_window)
+// until its request_timeout runs out gets 504 upstream_timeout, audited
+// rejected with no attempt: it called no upstream, as a request whose
+// body waited out request_timeout for room in max_inflight_bytes, and
+// upstream_error (whose failed attempt is its last entry) would count an
+// upstream failure that did not happen. It was audited upstream_error.
+func TestDedupeWaitTimeoutOutcome(t *testing.T) {
+	gate := make(chan struct{})
+	h := newHarness(t, func(w http.ResponseWriter, r *http.Request, c *upCall) {
+		select {
+		case <-gate:
+		case <-r.Context().Done():
+		}
+		reply(w, 200, completion(invalidAnswer, "stop", 10, 5))
+	}, cfg{UpTimeout: "5s"})
+	tel := &doneEvents{}
+	h.srv.Telemetry = tel
+	first := make(chan *result, 1)
+	go func() { first <- h.post("", failBody) }()
+	for deadline := time.Now().Add(5 * time.Second); h.up.Hits() < 1; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the first request never reached the upstream")
+		}
+	}
+	// The same route, prompt and contract (the same dedupe key); the next
+	// request's request_timeout is short.
+	h.reload(cfg{UpTimeout: "5s", RequestTimeout: "300ms"})
+	r := h.post("", failBody)
+	close(gate)
+	wantError(t, r, http.StatusGatewayTimeout, typeUpstream, CodeUpstreamTimeout, nil)
+	if !strings.Contains(string(r.Body), "identical request") {
+		t.Fatalf("not the dedupe wait's 504: %s", r.Body)
+	}
+	id := wantRequestID(t, r)
+	ev := h.sink.waitEvent(t, id)
+	if ev.Outcome != audit.OutcomeRejected || ev.Status != 504 || ev.ErrorCode != string(CodeUpstreamTimeout) || len(ev.Attempts) != 0 {
+		t.Errorf("audit outcome %q status %d error_code %q attempts %d, want rejected 504 upstream_timeout 0", ev.Outcome, ev.Status, ev.ErrorCode, len(ev.Attempts))
+	}
+	if ev.Deduplicated {
+		t.Error("audited deduplicated: it was served no earlier verdict")
+	}
+	reviewID(t, <-first)
+	if h.up.Hits() != 2 {
+		t.Errorf("upstream hits %d, want 2 (the first request's two attempts)", h.up.Hits())
+	}
+	tel.mu.Lock()
+	defer tel.mu.Unlock()
+	for _, e := range tel.evs {
+		if e.RequestID == id {
+			if e.Outcome != audit.OutcomeRejected || len(e.Attempts) != 0 {
+				t.Errorf("metrics saw outcome %q with %d attempts, want rejected with none", e.Outcome, len(e.Attempts))
+			}
+			return
+		}
+	}
+	t.Errorf("metrics never saw request %s", id)
 }
