@@ -694,7 +694,7 @@ func (c *compiler) policies(path string, p Policies, schema map[string]any) []co
 		at := index(join(path, "labels"), i)
 		vals, ok := c.rt.Labels[l.Set]
 		if !ok {
-			c.ps.add(join(at, "set"), "unknown label set %q", l.Set)
+			c.ps.add(join(at, "set"), "unknown label set %q (%s)", l.Set, suggestName(l.Set, slices.Collect(maps.Keys(c.rt.Labels))))
 			continue
 		}
 		if checkPath(join(at, "path"), l.Path) {
@@ -810,7 +810,7 @@ func (c *compiler) routes() {
 		case d.Upstream == "":
 			c.ps.add(join(path, "upstream"), "route %q needs an upstream", d.Name)
 		case !ok:
-			c.ps.add(join(path, "upstream"), "unknown upstream %q", d.Upstream)
+			c.ps.add(join(path, "upstream"), "unknown upstream %q (%s)", d.Upstream, suggestName(d.Upstream, slices.Collect(maps.Keys(c.rt.Upstreams))))
 		}
 		r.Upstream = up
 		if d.Model == "" {
@@ -960,7 +960,7 @@ func reference[T any](c *compiler, defined map[string]T, path, route, kind, name
 	case name == "":
 		c.ps.add(join(path, kind), "contract route %q needs a %s (or passthrough: true)", route, kind)
 	case !ok && !c.definedButBroken(kind+"s", name):
-		c.ps.add(join(path, kind), "unknown %s %q", kind, name)
+		c.ps.add(join(path, kind), "unknown %s %q (%s)", kind, name, suggestName(name, slices.Collect(maps.Keys(defined))))
 	}
 	return v, ok
 }

@@ -175,7 +175,17 @@ func TestValidateProblems(t *testing.T) {
 		{"dangling upstream", base + "routes: [{name: r, upstream: nope, model: m, prompt: p, contract: k, temperature: 1}]\n", `routes[0].upstream: unknown upstream "nope"`},
 		{"dangling prompt", base + "routes: [{name: r, upstream: up, model: m, prompt: nope, contract: k, temperature: 1}]\n", `routes[0].prompt: unknown prompt "nope"`},
 		{"dangling contract", base + "routes: [{name: r, upstream: up, model: m, prompt: p, contract: nope, temperature: 1}]\n", `routes[0].contract: unknown contract "nope"`},
-		{"dangling label set", base + "  - name: k2\n    schema_file: schemas/ok.json\n    policies: {labels: [{path: /a, set: nope}]}\n", `unknown label set "nope"`},
+		{"dangling label set", base + "  - name: k2\n    schema_file: schemas/ok.json\n    policies: {labels: [{path: /a, set: nope}]}\n", `unknown label set "nope" (defined: intent)`},
+		{"dangling label set, none defined", "contracts: [{name: k, schema: {type: object, properties: {a: {type: string}}}, policies: {labels: [{path: /a, set: x}]}}]\n", `unknown label set "x" (none is defined)`},
+		// A dangling name says what it may have meant: the closest defined
+		// name (a typo, another case: names are case-sensitive), else
+		// every defined name.
+		{"dangling upstream names the defined ones", base + "routes: [{name: r, upstream: nope, model: m, prompt: p, contract: k, temperature: 1}]\n", `routes[0].upstream: unknown upstream "nope" (defined: up)`},
+		{"dangling contract in another case", base + "routes: [{name: r, upstream: up, model: m, prompt: p, contract: K, temperature: 1}]\n", `routes[0].contract: unknown contract "K" (did you mean "k"?)`},
+		{"dangling prompt one letter off", strings.Replace(base, "  - name: p\n", "  - name: classify_email\n", 1) + "routes: [{name: r, upstream: up, model: m, prompt: clasify_email, contract: k, temperature: 1}]\n",
+			`routes[0].prompt: unknown prompt "clasify_email" (did you mean "classify_email"?)`},
+		{"dangling label set in another case", strings.Replace(base, "{name: intent, values: [a, b]}", "{name: intent, values: [a, b]}, {name: question_class, values: [c]}", 1) + "  - name: k2\n    schema_file: schemas/ok.json\n    policies: {labels: [{path: /a, set: Question_Class}]}\n",
+			`unknown label set "Question_Class" (did you mean "question_class"?)`},
 		{"temperature required", base + "routes: [{name: r, upstream: up, model: m, prompt: p, contract: k}]\n", `routes[0].temperature: temperature is required`},
 		{"schema does not compile", base + "  - name: k2\n    schema: {type: object, properties: {a: {pattern: \"(?<\"}}}\n", `contracts[1].schema:`},
 		{"remote $ref refused", base + "  - name: k2\n    schema_file: schemas/remote.json\n", `remote or unresolved $ref`},

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -288,6 +289,21 @@ func suggestKey(key string, keys []string) string {
 		return fmt.Sprintf("did you mean %q?", best)
 	}
 	return "allowed here: " + strings.Join(keys, ", ")
+}
+
+// suggestName says what a reference to an undefined name (a route's
+// upstream, prompt or contract, a policy's label set) may have meant: the
+// defined name closest to it (a typo, another case: names are
+// case-sensitive), else every defined name.
+func suggestName(name string, defined []string) string {
+	if len(defined) == 0 {
+		return "none is defined"
+	}
+	slices.Sort(defined)
+	if s := suggestKey(name, defined); strings.HasPrefix(s, "did you mean") {
+		return s
+	}
+	return "defined: " + strings.Join(defined, ", ")
 }
 
 // editDistance is the Damerau-Levenshtein (optimal string alignment)

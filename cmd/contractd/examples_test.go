@@ -132,7 +132,7 @@ func TestValidateOutputFormat(t *testing.T) {
 		t.Fatalf("exit %d", code)
 	}
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
-	if len(lines) != 2 || lines[0] != cfg+`:4: routes[0].upstream: unknown upstream "nou"` || lines[1] != cfg+`:4: routes[0].contract: unknown contract "nope"` {
+	if len(lines) != 2 || lines[0] != cfg+`:4: routes[0].upstream: unknown upstream "nou" (defined: u)` || lines[1] != cfg+`:4: routes[0].contract: unknown contract "nope" (defined: k)` {
 		t.Errorf("stdout:\n%s", out.String())
 	}
 	os.WriteFile(cfg, []byte("contracts: [{name: k, schema: {type: object}}]\n"), 0o644)
