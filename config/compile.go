@@ -884,6 +884,11 @@ func (c *compiler) contractRoute(path string, d RouteDef, r *Route, used map[str
 		c.ps.add(join(path, "budget"), "budgets must not be negative")
 	}
 	r.Budget = retry.Budget{MaxInputTokens: d.Budget.MaxInputTokens, MaxTotalTokens: d.Budget.MaxTotalTokens}
+	if r.MaxOutputTokens > 0 && r.Budget.MaxTotalTokens > 0 && r.Budget.MaxTotalTokens <= r.MaxOutputTokens {
+		c.ps.warn(join(join(path, "budget"), "max_total_tokens"),
+			"%d leaves no room for attempt 1: an attempt runs only when its input plus max_output_tokens (%d) fit in it, so every request ends in 422 budget_exhausted without calling the upstream; raise it or lower max_output_tokens",
+			r.Budget.MaxTotalTokens, r.MaxOutputTokens)
+	}
 	if d.Retry == nil {
 		r.Plan = retry.DefaultPlan(r.Temperature)
 	} else if len(d.Retry) == 0 {

@@ -297,6 +297,42 @@ routes:
 	}
 }
 
+// TestBudgetBelowMaxOutput: attempt 1 runs only when its input plus
+// max_output_tokens fit in budget.max_total_tokens, so a budget at or
+// below max_output_tokens (1024 unless set) makes every request a 422
+// budget_exhausted with no attempt; validate warns at the budget's line.
+// A budget with room, or none, warns nothing.
+func TestBudgetBelowMaxOutput(t *testing.T) {
+	load := func(route string) []Problem {
+		t.Helper()
+		rt, err := LoadBytes(filepath.Join(t.TempDir(), "c.yaml"), []byte(`upstreams: [{name: up, base_url: "http://127.0.0.1:1/v1"}]
+prompts: [{name: p, system: "x"}]
+contracts: [{name: k, schema: {type: object, additionalProperties: false}}]
+routes:
+  - `+route+"\n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rt.Warnings
+	}
+	const r = `{name: r, upstream: up, model: m, prompt: p, contract: k, temperature: 0.7`
+	for route, want := range map[string]string{
+		r + `, budget: {max_total_tokens: 300}}`: "300 leaves no room for attempt 1: an attempt runs only when its input plus max_output_tokens (1024) fit in it, " +
+			"so every request ends in 422 budget_exhausted without calling the upstream; raise it or lower max_output_tokens",
+		r + `, max_output_tokens: 200, budget: {max_total_tokens: 200}}`: "200 leaves no room for attempt 1",
+	} {
+		ws := load(route)
+		if len(ws) != 1 || ws[0].Path != "routes[0].budget.max_total_tokens" || ws[0].Line != 5 || !strings.HasPrefix(ws[0].Message, want) {
+			t.Errorf("%s: warnings %v, want one at routes[0].budget.max_total_tokens (line 5): %s", route, ws, want)
+		}
+	}
+	for _, route := range []string{r + `, max_output_tokens: 200, budget: {max_total_tokens: 2000}}`, r + `, budget: {max_input_tokens: 10}}`, r + `}`} {
+		if ws := load(route); len(ws) != 0 {
+			t.Errorf("%s: warnings %v, want none", route, ws)
+		}
+	}
+}
+
 // A config may hold contracts and labels alone, for offline check.
 func TestContractsOnlyConfig(t *testing.T) {
 	rt, err := LoadBytes("c.yaml", []byte("labels: [{name: l, values: [x]}]\ncontracts: [{name: k, schema: {type: object, additionalProperties: false}}]\n"))
