@@ -41,7 +41,7 @@ contractd is running on $API in front of contractd-sim (a simulated model on htt
 Admin: $ADMIN/healthz  $ADMIN/readyz  $ADMIN/metrics        Logs: $logs
 Routes: curl -s $API/v1/models
 The simulator fails ${SIM_FAILURE_RATE} of requests at temperature > 0 (a fifth of that at 0); add
-"sim_mode" to a body to force one: valid, fence, prose, trailing_comma, extra_key, missing_required,
+"sim_mode" to a chat completions body (/v1/responses refuses it) to force one: valid, fence, prose, trailing_comma, extra_key, missing_required,
 wrong_label, bad_evidence, two_questions, truncated, refusal, empty, duplicate_key, or hot:MODE
 (fails at temperature > 0, valid at 0, so the retry repairs it).
 
