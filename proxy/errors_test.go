@@ -5,9 +5,42 @@ package proxy
 import (
 	"context"
 	"io"
+	"net/http"
 	"strings"
 	"testing"
 )
+
+// errorTable is every (status, type, code) the package answers: one row
+// for each ErrorCode constant in errors.go, each sent with one status and
+// type. A code added there is added here, and TestErrorCodesDocumented
+// then wants its row in docs/clients.md's error table.
+var errorTable = []errorUse{
+	{http.StatusBadRequest, typeInvalidRequest, CodeInvalidJSON},
+	{http.StatusBadRequest, typeInvalidRequest, CodeInputSchemaViolation},
+	{http.StatusBadRequest, typeInvalidRequest, CodeClientSystem},
+	{http.StatusBadRequest, typeInvalidRequest, CodeUnsupportedParameter},
+	{http.StatusBadRequest, typeInvalidRequest, CodeInputTooLarge},
+	{http.StatusBadRequest, typeInvalidRequest, CodeInvalidMessage},
+	{http.StatusBadRequest, typeInvalidRequest, CodeInvalidParameter},
+	{http.StatusBadRequest, typeInvalidRequest, CodeMissingField},
+	{http.StatusUnauthorized, typeAuth, CodeInvalidAPIKey},
+	{http.StatusNotFound, typeInvalidRequest, CodeModelNotFound},
+	{http.StatusNotFound, typeInvalidRequest, CodeReviewNotFound},
+	{http.StatusNotFound, typeInvalidRequest, CodeContractNotFound},
+	{http.StatusNotFound, typeInvalidRequest, CodeNotFound},
+	{http.StatusRequestTimeout, typeInvalidRequest, CodeRequestTimeout},
+	{http.StatusConflict, typeInvalidRequest, CodeReviewResolved},
+	{http.StatusRequestEntityTooLarge, typeInvalidRequest, CodeRequestTooLarge},
+	{http.StatusUnprocessableEntity, typeNeedsReview, CodeContractViolation},
+	{http.StatusUnprocessableEntity, typeNeedsReview, CodeBudgetExhausted},
+	{http.StatusTooManyRequests, typeRateLimit, CodeRateLimitExceeded},
+	{StatusClientClosed, typeInvalidRequest, CodeClientClosed},
+	{http.StatusInternalServerError, typeServer, CodeInternal},
+	{http.StatusBadGateway, typeUpstream, CodeUpstreamError},
+	{http.StatusServiceUnavailable, typeServer, CodeServerBusy},
+	{http.StatusServiceUnavailable, typeServer, CodeReviewStoreDown},
+	{http.StatusGatewayTimeout, typeUpstream, CodeUpstreamTimeout},
+}
 
 const (
 	classifyMsg = `{"role":"user","content":"{\"subject\":\"Broken window\",\"body\":\"My window broke during the storm.\"}"}`
