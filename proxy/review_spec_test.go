@@ -41,7 +41,6 @@ func resolvedLines(t *testing.T, raw string) map[string]map[string]any {
 // output_sha256}, whoever resolved it; request lines carry "event":
 // "request".
 func TestReviewResolvedAuditLines(t *testing.T) {
-	defer noLeaks(t)()
 	rh := newReviewHarness(t)
 	approved, rejected, rerun := rh.needsReview(classifyReq), rh.needsReview(classifyReq), rh.needsReview(classifyReq)
 	if r := rh.call("POST", "/admin/reviews/"+approved+"/approve", `{"output":`+validClassify+`,"reviewer":"ann","note":"fixed"}`, adminKey); r.Status != 200 {
@@ -97,14 +96,12 @@ func TestReviewResolvedAuditLines(t *testing.T) {
 			t.Errorf("request line with event %q", ev.Event)
 		}
 	}
-	rh.shutdown()
 }
 
 // Resolved items older than review.retention are deleted;
 // pending items never are. The store's DeleteResolvedBefore is proven in
 // review/storetest; this proves the queue's Run applies it.
 func TestRunAppliesRetention(t *testing.T) {
-	defer noLeaks(t)()
 	rh := newReviewHarness(t)
 	ctx := context.Background()
 	now := time.Now()
@@ -146,13 +143,11 @@ func TestRunAppliesRetention(t *testing.T) {
 			t.Errorf("%s deleted by retention: %v", id, err)
 		}
 	}
-	rh.shutdown()
 }
 
 // key_id is "" without auth, and the client endpoint then serves
 // the item to any caller (there is no key to tell clients apart).
 func TestReviewKeyIDWithoutAuth(t *testing.T) {
-	defer noLeaks(t)()
 	rh := newReviewHarness(t)
 	setEnv(rh.srv, "CONTRACTD_TEST_CLIENT_KEYS", "")
 	rh.srv.Swap(rh.srv.Runtime())
@@ -172,14 +167,12 @@ func TestReviewKeyIDWithoutAuth(t *testing.T) {
 		r.JSON["resolved_at"] != nil || r.JSON["resolution"] != nil {
 		t.Fatalf("GET without auth: %d %s", r.Status, r.Body)
 	}
-	rh.shutdown()
 }
 
 // A budget_exhausted 422 is a needs_review like a contract_violation: its
 // item is stored before the answer, with the attempts made (none here,
 // the budget ran out before the first), and the client can poll it.
 func TestBudgetExhaustedIsStored(t *testing.T) {
-	defer noLeaks(t)()
 	rh := newReviewHarness(t)
 	body := `{"model":"broke","messages":[` + userHi + `]}`
 	r := rh.call("POST", "/v1/chat/completions", body, clientKey)
@@ -202,13 +195,11 @@ func TestBudgetExhaustedIsStored(t *testing.T) {
 	if h := rh.up.Hits(); h != 0 {
 		t.Errorf("upstream called %d times", h)
 	}
-	rh.shutdown()
 }
 
 // A stored item's hashes (prompt, contract, each attempt's output) are
 // those of its request's audit event, so either can find the other.
 func TestReviewHashesMatchAudit(t *testing.T) {
-	defer noLeaks(t)()
 	rh := newReviewHarness(t)
 	id := rh.needsReview(classifyReq)
 	it, err := rh.store.Get(context.Background(), id)
@@ -228,14 +219,12 @@ func TestReviewHashesMatchAudit(t *testing.T) {
 			t.Errorf("attempt %d: item output_sha256 %s, audit %s, sha256(output) %x", a.Attempt, a.OutputSHA256, ev.Attempts[i].OutputSHA256, sum)
 		}
 	}
-	rh.shutdown()
 }
 
 // Reruns of one item at once that all fail again append every attempt,
 // numbered on without a repeat (the store numbers them in its
 // transaction; TestSQLiteStore proves the interleaving deterministically).
 func TestConcurrentRerunsNumberOn(t *testing.T) {
-	defer noLeaks(t)()
 	rh := newReviewHarness(t)
 	id := rh.needsReview(classifyReq)
 	const n = 4
@@ -260,14 +249,12 @@ func TestConcurrentRerunsNumberOn(t *testing.T) {
 			t.Fatalf("attempt %d numbered %d", i+1, a.Attempt)
 		}
 	}
-	rh.shutdown()
 }
 
 // The webhook never delays a client: with the receiver hanging on every
 // delivery, requests that end in needs_review (each enqueuing one) are
 // answered as fast as without a webhook.
 func TestWebhookNeverDelaysClient(t *testing.T) {
-	defer noLeaks(t)()
 	rh := newReviewHarness(t)
 	rh.q.Webhook = true
 	release := make(chan struct{})
@@ -315,7 +302,6 @@ func TestWebhookNeverDelaysClient(t *testing.T) {
 // GET /admin/reviews without limit answers 50 items and a cursor to the
 // rest; limit=500, the most, answers them all.
 func TestListDefaultLimit(t *testing.T) {
-	defer noLeaks(t)()
 	rh := newReviewHarness(t)
 	base := time.Now().Add(-time.Hour)
 	for i := range 51 {
@@ -337,13 +323,11 @@ func TestListDefaultLimit(t *testing.T) {
 	if items, _ := r.JSON["items"].([]any); len(items) != 51 || r.JSON["next_cursor"] != nil {
 		t.Fatalf("limit=500: %d items, next_cursor %v", len(items), r.JSON["next_cursor"])
 	}
-	rh.shutdown()
 }
 
 // A wait longer than the 60 s cap is taken (cut to the cap), not refused:
 // the poll holds and returns as soon as the item is resolved.
 func TestReviewWaitOverCapIsCut(t *testing.T) {
-	defer noLeaks(t)()
 	rh := newReviewHarness(t)
 	id := rh.needsReview(classifyReq)
 	done := make(chan *result)
@@ -365,14 +349,12 @@ func TestReviewWaitOverCapIsCut(t *testing.T) {
 	if MaxReviewWait != 60*time.Second {
 		t.Errorf("MaxReviewWait %v, want the 60 s the API promises", MaxReviewWait)
 	}
-	rh.shutdown()
 }
 
 // Named admin keys fail closed: when the variable holds no key (only
 // commas and spaces; config refuses it, this is the server's own guard)
 // the admin endpoints let nobody in, on the admin listener and on listen.
 func TestAdminKeysNamedButEmptyFailClosed(t *testing.T) {
-	defer noLeaks(t)()
 	rh := newReviewHarness(t)
 	setEnv(rh.srv, "CONTRACTD_TEST_ADMIN_KEYS", " , ")
 	rh.srv.Swap(rh.srv.Runtime())
@@ -387,14 +369,12 @@ func TestAdminKeysNamedButEmptyFailClosed(t *testing.T) {
 		}
 	}
 	rh.client.CloseIdleConnections()
-	rh.shutdown()
 }
 
 // ?wait= holds the poll for as long as asked (up to the cap) whatever
 // request_timeout is: the poll's write deadline follows the wait, so a
 // wait longer than request_timeout plus the write grace still answers.
 func TestReviewWaitOutlivesRequestTimeout(t *testing.T) {
-	defer noLeaks(t)()
 	rh := newReviewHarness(t)
 	rt := *rh.srv.Runtime()
 	rt.Server.RequestTimeout = 300 * time.Millisecond
@@ -410,7 +390,6 @@ func TestReviewWaitOutlivesRequestTimeout(t *testing.T) {
 	if el := time.Since(start); el < 1400*time.Millisecond {
 		t.Errorf("answered after %v, before the wait ended", el)
 	}
-	rh.shutdown()
 }
 
 // slowExport is a store whose export takes its time per item, as a large
@@ -431,7 +410,6 @@ func (s *slowExport) Export(ctx context.Context, f review.ExportFilter, fn func(
 // longer than request_timeout plus the write grace is not cut off, as long
 // as it keeps writing.
 func TestExportOutlivesRequestTimeout(t *testing.T) {
-	defer noLeaks(t)()
 	rh := newReviewHarness(t)
 	ctx := context.Background()
 	const n = 150
@@ -458,5 +436,4 @@ func TestExportOutlivesRequestTimeout(t *testing.T) {
 		t.Fatalf("status %d, %d lines of %d", r.Status, len(lines), n)
 	}
 	rh.store.Store = rh.store.Store.(*slowExport).Store
-	rh.shutdown()
 }

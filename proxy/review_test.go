@@ -45,7 +45,12 @@ type reviewHarness struct {
 	valid atomic.Bool // the upstream answers validClassify at every temperature
 }
 
+// newReviewHarness serves the API and the review admin over a SQLite
+// store for one test. It is ended by t's cleanups (shutdown), and the
+// goroutine check, registered first, runs after every cleanup the test
+// adds, so a test neither closes the harness nor checks for leaks itself.
 func newReviewHarness(t *testing.T) *reviewHarness {
+	t.Cleanup(noLeaks(t))
 	rh := &reviewHarness{}
 	h := newHarness(t, func(w http.ResponseWriter, r *http.Request, c *upCall) {
 		if rh.valid.Load() {
@@ -103,7 +108,6 @@ func (rh *reviewHarness) needsReview(body string) string {
 }
 
 func TestReviewStoredBeforeAnswer(t *testing.T) {
-	defer noLeaks(t)()
 	rh := newReviewHarness(t)
 	for _, body := range []string{classifyReq, `{"model":"classify","stream":true,"messages":[` + classifyMsg + `]}`} {
 		id := rh.needsReview(body)
@@ -132,11 +136,9 @@ func TestReviewStoredBeforeAnswer(t *testing.T) {
 			t.Fatal("item holds a key")
 		}
 	}
-	rh.shutdown()
 }
 
 func TestClientReviewEndpoint(t *testing.T) {
-	defer noLeaks(t)()
 	rh := newReviewHarness(t)
 	id := rh.needsReview(classifyReq)
 	r := rh.call("GET", "/v1/reviews/"+id, "", clientKey)
@@ -178,11 +180,9 @@ func TestClientReviewEndpoint(t *testing.T) {
 	if rh.q.Notifier.(*review.Hub).Waiting() != 0 {
 		t.Fatal("waiter left behind")
 	}
-	rh.shutdown()
 }
 
 func TestReviewAdminErrors(t *testing.T) {
-	defer noLeaks(t)()
 	rh := newReviewHarness(t)
 	id := rh.needsReview(classifyReq)
 	big := `{"reviewer":"ann","note":"` + strings.Repeat("x", 5000) + `"}`
@@ -253,13 +253,11 @@ func TestReviewAdminErrors(t *testing.T) {
 	if !strings.Contains(rh.sink.Raw(), `"event":"review_resolved"`) {
 		t.Fatal("no review_resolved audit line")
 	}
-	rh.shutdown()
 }
 
 func jsonString(s string) string { b, _ := json.Marshal(s); return string(b) }
 
 func TestConcurrentApprovesOneWins(t *testing.T) {
-	defer noLeaks(t)()
 	rh := newReviewHarness(t)
 	id := rh.needsReview(classifyReq)
 	var ok, conflict atomic.Int32
@@ -283,11 +281,9 @@ func TestConcurrentApprovesOneWins(t *testing.T) {
 	if ok.Load() != 1 || conflict.Load() != 49 {
 		t.Fatalf("200s %d, 409s %d", ok.Load(), conflict.Load())
 	}
-	rh.shutdown()
 }
 
 func TestReviewListRejectRerunExportCheck(t *testing.T) {
-	defer noLeaks(t)()
 	rh := newReviewHarness(t)
 	a, b, c := rh.needsReview(classifyReq), rh.needsReview(classifyReq), rh.needsReview(classifyReq)
 	r := rh.call("GET", "/admin/reviews?limit=2&status=pending&route=classify&contract=classify_v1&rule=required", "", adminKey)
@@ -337,11 +333,9 @@ func TestReviewListRejectRerunExportCheck(t *testing.T) {
 		t.Fatalf("check %s", r.Body)
 	}
 	_ = c
-	rh.shutdown()
 }
 
 func TestStoreFailureSpoolsThenRecovers(t *testing.T) {
-	defer noLeaks(t)()
 	rh := newReviewHarness(t)
 	rh.store.fail.Store(true)
 	id := rh.needsReview(classifyReq) // stored: true means durable in the spool
@@ -372,7 +366,6 @@ func TestStoreFailureSpoolsThenRecovers(t *testing.T) {
 	if _, err := rh.store.Get(context.Background(), id); err != nil {
 		t.Fatalf("not recovered into the store: %v", err)
 	}
-	rh.shutdown()
 }
 
 // Close gives the spool a last drain into the store: items spooled while
@@ -380,7 +373,6 @@ func TestStoreFailureSpoolsThenRecovers(t *testing.T) {
 // Run never got to them; what cannot go in stays in the spool file and is
 // logged with its path.
 func TestCloseDrainsSpool(t *testing.T) {
-	defer noLeaks(t)()
 	for _, recovered := range []bool{true, false} {
 		t.Run(fmt.Sprintf("store recovered %v", recovered), func(t *testing.T) {
 			rh := newReviewHarness(t)
@@ -413,7 +405,6 @@ func TestCloseDrainsSpool(t *testing.T) {
 			if !recovered && !errors.Is(err, review.ErrNotFound) {
 				t.Fatalf("in the store though it failed: %v", err)
 			}
-			rh.shutdown()
 		})
 	}
 }

@@ -46,9 +46,8 @@ type pageSite struct {
 
 // newPageSite serves the page and the API for one test. Everything it
 // and newBrowser start is ended by t's cleanups, the browser first, and
-// the goroutine check runs after them all (it is registered first).
+// newReviewHarness's goroutine check runs after them all.
 func newPageSite(t *testing.T) *pageSite {
-	t.Cleanup(noLeaks(t))
 	ps := &pageSite{reviewHarness: newReviewHarness(t)}
 	api := ps.srv.Handler(&Admin{Reviews: ps.srv.ReviewAdmin()})
 	ps.ts = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -18,7 +18,6 @@ import (
 )
 
 func TestWebhookAtLeastOnceSigned(t *testing.T) {
-	defer noLeaks(t)()
 	rh := newReviewHarness(t)
 	rh.q.Webhook = true
 	type got struct {
@@ -100,13 +99,11 @@ func TestWebhookAtLeastOnceSigned(t *testing.T) {
 	if !seen["review.created/pending"] || !seen["review.resolved/rejected"] {
 		t.Fatalf("types %v", types)
 	}
-	rh.shutdown()
 }
 
 // A receiver that answers a redirect does not get the body sent on: the
 // delivery stays pending and is retried at the configured URL.
 func TestWebhookFollowsNoRedirect(t *testing.T) {
-	defer noLeaks(t)()
 	rh := newReviewHarness(t)
 	rh.q.Webhook = true
 	var tries, other atomic.Int32
@@ -145,7 +142,6 @@ func TestWebhookFollowsNoRedirect(t *testing.T) {
 	if ds, _ := rh.store.ClaimDeliveries(context.Background(), time.Now().Add(2*time.Hour), 10, 0); len(ds) != 1 {
 		t.Fatalf("%d deliveries pending, want the one redirected", len(ds))
 	}
-	rh.shutdown()
 }
 
 // claimLog records when each batch was claimed, so a test can tell a post
@@ -170,7 +166,6 @@ func (c *claimLog) ClaimDeliveries(ctx context.Context, now time.Time, limit int
 // stops being posted once a post could outlast the batch's lease (another
 // replica may have claimed the rest by then); the rest stay in the outbox.
 func TestWebhookBatchStopsAtItsLease(t *testing.T) {
-	defer noLeaks(t)()
 	rh := newReviewHarness(t)
 	rh.q.Webhook = true
 	for range 5 {
@@ -212,13 +207,11 @@ func TestWebhookBatchStopsAtItsLease(t *testing.T) {
 	if ds, _ := rh.store.ClaimDeliveries(context.Background(), time.Now().Add(2*time.Hour), 10, 0); len(ds) != 5 {
 		t.Fatalf("%d deliveries in the outbox, want 5 (failed ones retried later, the rest not tried)", len(ds))
 	}
-	rh.shutdown()
 }
 
 // A delivery already past its age is given up without another post, so an
 // outbox grown behind a hung receiver drains without one timeout per row.
 func TestWebhookExpiredGivenUpWithoutPost(t *testing.T) {
-	defer noLeaks(t)()
 	rh := newReviewHarness(t)
 	rh.q.Webhook = true
 	rh.needsReview(classifyReq)
@@ -240,5 +233,4 @@ func TestWebhookExpiredGivenUpWithoutPost(t *testing.T) {
 	if ds, _ := rh.store.ClaimDeliveries(context.Background(), time.Now().Add(2*time.Hour), 10, 0); len(ds) != 0 {
 		t.Fatalf("%d deliveries left in the outbox", len(ds))
 	}
-	rh.shutdown()
 }
