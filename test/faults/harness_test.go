@@ -408,12 +408,18 @@ func (r *result) errField(name string) string {
 const askC = `{"model":"c","messages":[{"role":"user","content":"What is six times seven?"}]}`
 const askP = `{"model":"p","messages":[{"role":"user","content":"hi"}]}`
 
-// post sends body with keyAlpha (when hdr does not override Authorization)
-// and reads the whole reply. It never fails the test on transport errors:
-// they are an outcome some faults define.
+// post sends body to /v1/chat/completions with keyAlpha (when hdr does
+// not override Authorization) and reads the whole reply. It never fails
+// the test on transport errors: they are an outcome some faults define.
 func (e *env) post(ctx context.Context, body string, hdr ...string) *result {
 	e.t.Helper()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, e.url+"/v1/chat/completions", strings.NewReader(body))
+	return e.postTo(ctx, "/v1/chat/completions", body, hdr...)
+}
+
+// postTo is post to another endpoint (path: "/v1/responses").
+func (e *env) postTo(ctx context.Context, path, body string, hdr ...string) *result {
+	e.t.Helper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, e.url+path, strings.NewReader(body))
 	if err != nil {
 		e.t.Fatal(err)
 	}

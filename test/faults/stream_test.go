@@ -337,15 +337,7 @@ func TestPassthroughResponsesStreamBreaks(t *testing.T) {
 	const created = "event: response.created\ndata: {\"type\":\"response.created\",\"sequence_number\":0,\"response\":{\"id\":\"resp_up\",\"status\":\"in_progress\"}}\n\n"
 	const completed = "event: response.completed\ndata: {\"type\":\"response.completed\",\"sequence_number\":1,\"response\":{\"id\":\"resp_up\",\"status\":\"completed\"}}\n\n"
 	post := func(e *env) *result {
-		req, _ := http.NewRequest(http.MethodPost, e.url+"/v1/responses", strings.NewReader(`{"model":"p","input":"hi","stream":true}`))
-		req.Header.Set("Authorization", "Bearer "+keyAlpha)
-		resp, err := e.client.Do(req)
-		if err != nil {
-			return &result{Err: err}
-		}
-		defer resp.Body.Close()
-		b, err := io.ReadAll(resp.Body)
-		return &result{Status: resp.StatusCode, Header: resp.Header, Body: b, Err: err}
+		return e.postTo(context.Background(), "/v1/responses", `{"model":"p","input":"hi","stream":true}`)
 	}
 	t.Run("whole", func(t *testing.T) {
 		noLeaks(t)
@@ -381,9 +373,10 @@ func TestPassthroughResponsesStreamBreaks(t *testing.T) {
 // stream:true request gets what the same request without stream gets (the
 // same status, error code and attempts header, the same number of upstream
 // calls: the retry plan runs as for any request), as a JSON error, never a
-// stream; and a valid verdict streams chunks ending in [DONE].
+// stream; and a valid verdict streams, on the chat edge chunks ending in
+// [DONE], on the Responses API's edge its event sequence, each with its
+// sequence_number, the text in one delta.
 func TestContractStreamUnderUpstreamFaults(t *testing.T) {
-	const askCStream = `{"model":"c","stream":true,"messages":[{"role":"user","content":"What is six times seven?"}]}`
 	faults := map[string]func(up **upstream) func(w http.ResponseWriter, r *http.Request, n int){
 		"valid": func(**upstream) func(http.ResponseWriter, *http.Request, int) { return okHandler },
 		"5xx": func(**upstream) func(http.ResponseWriter, *http.Request, int) {
@@ -414,52 +407,99 @@ func TestContractStreamUnderUpstreamFaults(t *testing.T) {
 			return func(w http.ResponseWriter, r *http.Request, n int) { (*up).hang(r) }
 		},
 	}
+	edges := []struct {
+		name, path, plain, stream string
+		wantValid                 func(t *testing.T, body []byte) // the stream of a valid verdict
+	}{
+		{"chat", "/v1/chat/completions", askC,
+			`{"model":"c","stream":true,"messages":[{"role":"user","content":"What is six times seven?"}]}`, wantChatStream},
+		{"responses", "/v1/responses", `{"model":"c","input":"What is six times seven?"}`,
+			`{"model":"c","input":"What is six times seven?","stream":true}`, wantResponsesStream},
+	}
 	for name, fault := range faults {
-		t.Run(name, func(t *testing.T) {
-			noLeaks(t)
-			var up *upstream
-			up = newUpstream(t, fault(&up))
-			e := newEnv(t, up.URL(), opts{UpTimeout: "150ms", MaxRetries: 1}, nil)
-			plain := e.post(context.Background(), askC)
-			hits := up.Hits()
-			r := e.post(context.Background(), askCStream)
-			if r.Err != nil || r.Status != plain.Status || up.Hits()-hits != hits ||
-				r.Header.Get("X-Contract-Attempts") != plain.Header.Get("X-Contract-Attempts") {
-				t.Fatalf("stream: %d %v, attempts %s, %d upstream calls; without stream: %d, attempts %s, %d calls",
-					r.Status, r.Err, r.Header.Get("X-Contract-Attempts"), up.Hits()-hits, plain.Status, plain.Header.Get("X-Contract-Attempts"), hits)
-			}
-			ct := r.Header.Get("Content-Type")
-			if r.Status != 200 {
-				if ct != "application/json" || r.errField("code") != plain.errField("code") {
-					t.Errorf("stream: %s %s, want the JSON error %s", ct, r.Body, plain.errField("code"))
+		for _, edge := range edges {
+			t.Run(edge.name+"/"+name, func(t *testing.T) {
+				noLeaks(t)
+				var up *upstream
+				up = newUpstream(t, fault(&up))
+				e := newEnv(t, up.URL(), opts{UpTimeout: "150ms", MaxRetries: 1}, nil)
+				plain := e.postTo(context.Background(), edge.path, edge.plain)
+				hits := up.Hits()
+				r := e.postTo(context.Background(), edge.path, edge.stream)
+				if r.Err != nil || r.Status != plain.Status || up.Hits()-hits != hits ||
+					r.Header.Get("X-Contract-Attempts") != plain.Header.Get("X-Contract-Attempts") {
+					t.Fatalf("stream: %d %v, attempts %s, %d upstream calls; without stream: %d, attempts %s, %d calls",
+						r.Status, r.Err, r.Header.Get("X-Contract-Attempts"), up.Hits()-hits, plain.Status, plain.Header.Get("X-Contract-Attempts"), hits)
 				}
-				return
-			}
-			evs := streamEvents(t, r.Body)
-			if ct != "text/event-stream" || len(evs) < 2 || !evs[len(evs)-1].IsDone() {
-				t.Fatalf("stream: %s %q", ct, r.Body)
-			}
-			var content strings.Builder
-			for _, ev := range evs[:len(evs)-1] {
-				var c struct {
-					Object  string `json:"object"`
-					Choices []struct {
-						Delta struct {
-							Content string `json:"content"`
-						} `json:"delta"`
-					} `json:"choices"`
+				ct := r.Header.Get("Content-Type")
+				if r.Status != 200 {
+					if ct != "application/json" || r.errField("code") != plain.errField("code") {
+						t.Errorf("stream: %s %s, want the JSON error %s", ct, r.Body, plain.errField("code"))
+					}
+					return
 				}
-				if err := json.Unmarshal([]byte(ev.Data), &c); err != nil || c.Object != "chat.completion.chunk" {
-					t.Fatalf("event %q", ev.Data)
+				if ct != "text/event-stream" {
+					t.Fatalf("stream: %s %q", ct, r.Body)
 				}
-				for _, ch := range c.Choices {
-					content.WriteString(ch.Delta.Content)
-				}
-			}
-			if content.String() != validAnswer {
-				t.Errorf("streamed content %q, want %s", content.String(), validAnswer)
-			}
-		})
+				edge.wantValid(t, r.Body)
+			})
+		}
+	}
+}
+
+// wantChatStream checks a contract route's chat stream: chunks whose
+// contents make validAnswer, then [DONE].
+func wantChatStream(t *testing.T, body []byte) {
+	t.Helper()
+	evs := streamEvents(t, body)
+	if len(evs) < 2 || !evs[len(evs)-1].IsDone() {
+		t.Fatalf("stream: %q", body)
+	}
+	var content strings.Builder
+	for _, ev := range evs[:len(evs)-1] {
+		var c struct {
+			Object  string `json:"object"`
+			Choices []struct {
+				Delta struct {
+					Content string `json:"content"`
+				} `json:"delta"`
+			} `json:"choices"`
+		}
+		if err := json.Unmarshal([]byte(ev.Data), &c); err != nil || c.Object != "chat.completion.chunk" {
+			t.Fatalf("event %q", ev.Data)
+		}
+		for _, ch := range c.Choices {
+			content.WriteString(ch.Delta.Content)
+		}
+	}
+	if content.String() != validAnswer {
+		t.Errorf("streamed content %q, want %s", content.String(), validAnswer)
+	}
+}
+
+// wantResponsesStream checks a contract route's Responses API stream:
+// its event sequence, each with its sequence_number, validAnswer in one
+// delta.
+func wantResponsesStream(t *testing.T, body []byte) {
+	t.Helper()
+	want := []string{"response.created", "response.in_progress", "response.output_item.added", "response.content_part.added",
+		"response.output_text.delta", "response.output_text.done", "response.content_part.done", "response.output_item.done", "response.completed"}
+	evs := streamEvents(t, body)
+	if len(evs) != len(want) {
+		t.Fatalf("%d events: %q", len(evs), body)
+	}
+	for i, ev := range evs {
+		var d struct {
+			Type  string `json:"type"`
+			Seq   *int   `json:"sequence_number"`
+			Delta string `json:"delta"`
+		}
+		if err := json.Unmarshal([]byte(ev.Data), &d); err != nil || ev.Type != want[i] || d.Type != want[i] || d.Seq == nil || *d.Seq != i {
+			t.Errorf("event %d: %s %s, want %s with sequence_number %d", i, ev.Type, ev.Data, want[i], i)
+		}
+		if d.Type == "response.output_text.delta" && d.Delta != validAnswer {
+			t.Errorf("delta %q", d.Delta)
+		}
 	}
 }
 
@@ -497,67 +537,6 @@ func TestPassthroughStreamSlowReader(t *testing.T) {
 		t.Errorf("the upstream wrote %d MiB to a client that read nothing", n>>20)
 	}
 	resp.Body.Close()
-}
-
-// The Responses API edge of a contract route under the same faults: a
-// stream:true request gets the JSON error the same request without stream
-// gets, after as many upstream calls; a valid verdict streams the Responses API's event
-// sequence, each with its sequence_number, the text in one delta.
-func TestContractResponsesStreamUnderUpstreamFaults(t *testing.T) {
-	post := func(e *env, body string) *result {
-		req, _ := http.NewRequest(http.MethodPost, e.url+"/v1/responses", strings.NewReader(body))
-		req.Header.Set("Authorization", "Bearer "+keyAlpha)
-		resp, err := e.client.Do(req)
-		if err != nil {
-			return &result{Err: err}
-		}
-		defer resp.Body.Close()
-		b, err := io.ReadAll(resp.Body)
-		return &result{Status: resp.StatusCode, Header: resp.Header, Body: b, Err: err}
-	}
-	handlers := map[string]func(w http.ResponseWriter, r *http.Request, n int){
-		"valid":          okHandler,
-		"invalid output": func(w http.ResponseWriter, r *http.Request, n int) { reply(w, 200, completion(`{"answer":42}`)) },
-		"5xx":            func(w http.ResponseWriter, r *http.Request, n int) { reply(w, 500, []byte(`{}`)) },
-	}
-	for name, h := range handlers {
-		t.Run(name, func(t *testing.T) {
-			noLeaks(t)
-			up := newUpstream(t, h)
-			e := newEnv(t, up.URL(), opts{MaxRetries: 1}, nil)
-			plain := post(e, `{"model":"c","input":"What is six times seven?"}`)
-			hits := up.Hits()
-			r := post(e, `{"model":"c","input":"What is six times seven?","stream":true}`)
-			if r.Err != nil || r.Status != plain.Status || up.Hits()-hits != hits {
-				t.Fatalf("stream: %d %v after %d calls; without stream: %d after %d", r.Status, r.Err, up.Hits()-hits, plain.Status, hits)
-			}
-			if r.Status != 200 {
-				if r.Header.Get("Content-Type") != "application/json" || r.errField("code") != plain.errField("code") {
-					t.Errorf("stream: %s %s, want the JSON error %s", r.Header.Get("Content-Type"), r.Body, plain.errField("code"))
-				}
-				return
-			}
-			want := []string{"response.created", "response.in_progress", "response.output_item.added", "response.content_part.added",
-				"response.output_text.delta", "response.output_text.done", "response.content_part.done", "response.output_item.done", "response.completed"}
-			evs := streamEvents(t, r.Body)
-			if len(evs) != len(want) {
-				t.Fatalf("%d events: %q", len(evs), r.Body)
-			}
-			for i, ev := range evs {
-				var d struct {
-					Type  string `json:"type"`
-					Seq   *int   `json:"sequence_number"`
-					Delta string `json:"delta"`
-				}
-				if err := json.Unmarshal([]byte(ev.Data), &d); err != nil || ev.Type != want[i] || d.Type != want[i] || d.Seq == nil || *d.Seq != i {
-					t.Errorf("event %d: %s %s, want %s with sequence_number %d", i, ev.Type, ev.Data, want[i], i)
-				}
-				if d.Type == "response.output_text.delta" && d.Delta != validAnswer {
-					t.Errorf("delta %q", d.Delta)
-				}
-			}
-		})
-	}
 }
 
 // More streams than max_connections: the ones over the cap wait for a
