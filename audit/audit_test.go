@@ -19,6 +19,7 @@ import (
 
 	"github.com/contractd/contractd/audit"
 	"github.com/contractd/contractd/contracts"
+	"github.com/contractd/contractd/internal/testkit"
 )
 
 func sample(id string) *audit.Event {
@@ -406,31 +407,19 @@ func TestSwitchReopen(t *testing.T) {
 	if _, err := s.Reopen("file", filepath.Join(dir, "missing", "x.jsonl")); err == nil {
 		t.Fatal("a file in a missing directory opened")
 	}
-	var wg sync.WaitGroup
 	var mu sync.Mutex
 	written := map[string]bool{}
-	stop := make(chan struct{})
-	for g := range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := 0; ; i++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				id := fmt.Sprintf("req_%d_%d", g, i)
-				if err := s.Write(sample(id)); err != nil {
-					t.Error(err)
-					return
-				}
-				mu.Lock()
-				written[id] = true
-				mu.Unlock()
-			}
-		}()
-	}
+	stop := testkit.Repeat(8, func(g, i int) bool {
+		id := fmt.Sprintf("req_%d_%d", g, i)
+		if err := s.Write(sample(id)); err != nil {
+			t.Error(err)
+			return false
+		}
+		mu.Lock()
+		written[id] = true
+		mu.Unlock()
+		return true
+	})
 	// Until lines went to each file: a fixed sleep left a empty on a
 	// loaded machine (the writers had not run yet).
 	waitWritten := func(n int) {
@@ -451,8 +440,7 @@ func TestSwitchReopen(t *testing.T) {
 	n := len(written)
 	mu.Unlock()
 	waitWritten(n + 32) // past the writes in flight at the switch
-	close(stop)
-	wg.Wait()
+	stop()
 	if _, err := s.Reopen("none", ""); err != nil {
 		t.Fatal(err)
 	}

@@ -708,29 +708,6 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-// repeat calls fn on n workers, each again as soon as it returns (with
-// the worker's index and its count of calls so far), until the stop it
-// returns is called; stop returns once every call has ended.
-func repeat(n int, fn func(worker, call int)) (stop func()) {
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	for w := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for call := 0; ; call++ {
-				select {
-				case <-done:
-					return
-				default:
-				}
-				fn(w, call)
-			}
-		}()
-	}
-	return func() { close(done); wg.Wait() }
-}
-
 // scanLines splits s into non-empty lines.
 func scanLines(s string) []string {
 	var out []string

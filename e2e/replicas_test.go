@@ -188,11 +188,12 @@ func (c *cluster) do(bad bool) outcome {
 func (c *cluster) load(workers int) (stop func() []outcome) {
 	var mu sync.Mutex
 	var all []outcome
-	end := repeat(workers, func(w, n int) {
+	end := testkit.Repeat(workers, func(w, n int) bool {
 		o := c.do((n+w)%3 == 0)
 		mu.Lock()
 		all = append(all, o)
 		mu.Unlock()
+		return true
 	})
 	return func() []outcome {
 		end()
@@ -563,7 +564,7 @@ func TestReplicasSharedRateLimit(t *testing.T) {
 			var ok, limited, other atomic.Int64
 			perReplica := make([]atomic.Int64, 3)
 			start := time.Now()
-			stop := repeat(12, func(int, int) {
+			stop := testkit.Repeat(12, func(int, int) bool {
 				o := c.do(false)
 				switch o.status {
 				case 200:
@@ -574,6 +575,7 @@ func TestReplicasSharedRateLimit(t *testing.T) {
 				default:
 					other.Add(1)
 				}
+				return true
 			})
 			time.Sleep(5 * time.Second)
 			stop()

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/contractd/contractd/internal/testkit"
 	"golang.org/x/sys/unix"
 )
 
@@ -103,12 +104,13 @@ func TestReviewSurvivesKill9(t *testing.T) {
 	defer client.CloseIdleConnections()
 	var mu sync.Mutex
 	var ids []string
-	stop := repeat(8, func(int, int) {
+	stop := testkit.Repeat(8, func(int, int) bool {
 		if id, ok := badReview(client, d); ok {
 			mu.Lock()
 			ids = append(ids, id)
 			mu.Unlock()
 		}
+		return true
 	})
 	if !waitFor(20*time.Second, func() bool { mu.Lock(); defer mu.Unlock(); return len(ids) >= 40 }) {
 		t.Fatal("too few 422s")

@@ -27,36 +27,26 @@ func populateExpired(tb testing.TB, s *SQLite, n int) {
 func retentionStall(tb testing.TB, s *SQLite) (pass time.Duration, creates []time.Duration, deleted int) {
 	tb.Helper()
 	ctx := context.Background()
-	done := make(chan struct{})
 	var mu sync.Mutex
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for i := 0; ; i++ {
-			select {
-			case <-done:
-				return
-			case <-time.After(2 * time.Millisecond):
-			}
-			it := &Item{ID: fmt.Sprintf("new%09d", i), Status: StatusPending, CreatedAt: time.Now(), Route: "route-1",
-				Contract: Ref{Name: "contract-1"}, Attempts: []Attempt{{AttemptReport: AttemptReport{Attempt: 1}}}}
-			start := time.Now()
-			if _, err := s.Create(ctx, it, false); err != nil {
-				tb.Errorf("create during retention: %v", err)
-				return
-			}
-			mu.Lock()
-			creates = append(creates, time.Since(start))
-			mu.Unlock()
+	stop := testkit.Repeat(1, func(_, i int) bool {
+		it := &Item{ID: fmt.Sprintf("new%09d", i), Status: StatusPending, CreatedAt: time.Now(), Route: "route-1",
+			Contract: Ref{Name: "contract-1"}, Attempts: []Attempt{{AttemptReport: AttemptReport{Attempt: 1}}}}
+		start := time.Now()
+		if _, err := s.Create(ctx, it, false); err != nil {
+			tb.Errorf("create during retention: %v", err)
+			return false
 		}
-	}()
+		mu.Lock()
+		creates = append(creates, time.Since(start))
+		mu.Unlock()
+		time.Sleep(2 * time.Millisecond)
+		return true
+	})
 	time.Sleep(20 * time.Millisecond) // the writer is running
 	start := time.Now()
 	deleted, err := s.DeleteResolvedBefore(ctx, time.Now().Add(-24*time.Hour))
 	pass = time.Since(start)
-	close(done)
-	wg.Wait()
+	stop()
 	if err != nil {
 		tb.Fatal(err)
 	}

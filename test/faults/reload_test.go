@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/contractd/contractd/internal/sse"
+	"github.com/contractd/contractd/internal/testkit"
 )
 
 // TestReloadUnderLoad swaps configs (compiled afresh each time, as a
@@ -27,23 +28,13 @@ func TestReloadUnderLoad(t *testing.T) {
 		{Keys: true, UpTimeout: "5s", RequestTimeout: "20s", MaxRetries: -1, MaxConcurrency: 3},
 		{Keys: true, UpTimeout: "10s", RequestTimeout: "20s", RateLimit: "{requests_per_second: 1000000, burst: 1000000}", MaxConcurrency: 8},
 	}
-	stop := make(chan struct{})
 	var swaps atomic.Int64
-	var rwg sync.WaitGroup
-	rwg.Add(1)
-	go func() {
-		defer rwg.Done()
-		for i := 0; ; i++ {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			e.reload(variants[i%len(variants)])
-			swaps.Add(1)
-			time.Sleep(2 * time.Millisecond)
-		}
-	}()
+	stop := testkit.Repeat(1, func(_, i int) bool {
+		e.reload(variants[i%len(variants)])
+		swaps.Add(1)
+		time.Sleep(2 * time.Millisecond)
+		return true
+	})
 
 	bodies := []string{askC, askP,
 		`{"model":"c","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"hi"}]}`}
@@ -88,8 +79,7 @@ func TestReloadUnderLoad(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	close(stop)
-	rwg.Wait()
+	stop()
 	if swaps.Load() < 50 {
 		t.Errorf("only %d reloads happened", swaps.Load())
 	}
