@@ -42,7 +42,7 @@ func TestConnLimitOpenCountsConnections(t *testing.T) {
 			t.Fatalf("Open() = %d after a wait, want %d", got, want)
 		}
 	}
-	waitOpen(0) // Accept is waiting with its slot reserved
+	waitOpen(0) // Accept is waiting for a client
 	client, err := net.Dial("tcp", ln.Addr().String())
 	if err != nil {
 		t.Fatal(err)

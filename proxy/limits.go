@@ -91,27 +91,81 @@ func (b *deadlineBody) Read(p []byte) (int, error) {
 // ---------------------------------------------------------- connections
 
 // ConnLimit caps the connections a listener has open at once
-// (server.max_connections). At the cap, Accept waits for one to close:
-// further clients queue in the kernel's backlog rather than each costing
-// a goroutine and buffers. The cap is read at each Accept, so reloads
-// apply.
+// (server.max_connections). At the cap, Accept holds the next client
+// unserved until a connection closes, and further clients queue in the
+// kernel's backlog rather than each costing a goroutine and buffers. A
+// client waiting there does not wait for a keep-alive connection that sits
+// idle between requests (up to the server's IdleTimeout, 2 minutes): the
+// connection idle the longest is closed for it, as a proxy at its cap does
+// (idle connections are known from the http.Server's ConnState: Track).
+// Connections in the middle of a request, or that have not sent one yet
+// (bounded by ReadHeaderTimeout), are never closed for it. The cap is read
+// at each Accept, so reloads apply.
 type ConnLimit struct {
 	Max func() int
-	// open counts the slots taken, one of them reserved by an Accept still
-	// waiting for a connection; conns counts accepted connections only.
+	// open counts the slots taken; conns counts the connections Accept
+	// returned (the same, but for a slot taken and not yet handed out).
 	open  atomic.Int64
 	conns atomic.Int64
 	mu    sync.Mutex
 	free  chan struct{} // closed and replaced when a connection closes
+	live  connList      // every open connection, under mu
+
+	// idleSeq orders idle periods (a connection's idle mark is the value
+	// when it went idle), so the oldest idle connection is found.
+	idleSeq atomic.Int64
+	// waiting is set while Accept holds a client at the cap; a connection
+	// going idle then wakes it through idle.
+	waiting atomic.Bool
+	idle    chan struct{}
 }
 
 // Open is the number of connections open now (contractd_connections_open):
-// the slot an Accept holds while it waits is not a connection.
+// a client held by Accept at the cap is not counted.
 func (l *ConnLimit) Open() int64 { return l.conns.Load() }
 
 // Listener wraps ln with the cap.
 func (l *ConnLimit) Listener(ln net.Listener) net.Listener {
+	l.mu.Lock()
+	if l.idle == nil {
+		l.idle = make(chan struct{}, 1)
+	}
+	l.mu.Unlock()
 	return &limitListener{Listener: ln, l: l, closed: make(chan struct{})}
+}
+
+// Track makes hs report its connections' states to l (hs.ConnState, after
+// any hook hs already has), so that at the cap an idle keep-alive
+// connection gives its slot to a waiting client. hs must serve l's
+// Listener; without Track, the cap waits for connections to close.
+func (l *ConnLimit) Track(hs *http.Server) {
+	prev := hs.ConnState
+	hs.ConnState = func(c net.Conn, st http.ConnState) {
+		l.connState(c, st)
+		if prev != nil {
+			prev(c, st)
+		}
+	}
+}
+
+// connState marks c idle between requests (StateIdle) and not idle once a
+// request is read (StateActive) or the connection leaves net/http.
+func (l *ConnLimit) connState(c net.Conn, st http.ConnState) {
+	lc, ok := c.(*limitConn)
+	if !ok {
+		return
+	}
+	if st != http.StateIdle {
+		lc.idleSince.Store(0)
+		return
+	}
+	lc.idleSince.Store(l.idleSeq.Add(1))
+	if l.waiting.Load() {
+		select {
+		case l.idle <- struct{}{}:
+		default:
+		}
+	}
 }
 
 type limitListener struct {
@@ -123,6 +177,12 @@ type limitListener struct {
 
 func (ll *limitListener) Accept() (net.Conn, error) {
 	l := ll.l
+	// The client is accepted first and then given a slot: only a client
+	// actually waiting makes an idle connection give up its slot.
+	c, err := ll.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
 	for {
 		l.mu.Lock()
 		if l.free == nil {
@@ -130,24 +190,31 @@ func (ll *limitListener) Accept() (net.Conn, error) {
 		}
 		if l.open.Load() < int64(max(l.Max(), 1)) {
 			l.open.Add(1)
+			lc := &limitConn{Conn: c, l: l}
+			l.live.push(lc)
 			l.mu.Unlock()
-			break
+			l.conns.Add(1)
+			return lc, nil
 		}
 		free := l.free
+		l.waiting.Store(true) // before looking: a connection going idle after it wakes us
+		victim := l.live.oldestIdle()
 		l.mu.Unlock()
+		if victim != nil {
+			// Closing it frees its slot (free is closed); net/http's
+			// goroutine for it sees the read fail and ends.
+			_ = victim.Close()
+		}
 		select {
 		case <-free:
+		case <-l.idle:
 		case <-ll.closed:
+			l.waiting.Store(false)
+			_ = c.Close()
 			return nil, net.ErrClosed
 		}
+		l.waiting.Store(false)
 	}
-	c, err := ll.Listener.Accept()
-	if err != nil {
-		l.release()
-		return nil, err
-	}
-	l.conns.Add(1)
-	return &limitConn{Conn: c, l: l}, nil
 }
 
 func (ll *limitListener) Close() error {
@@ -155,8 +222,9 @@ func (ll *limitListener) Close() error {
 	return ll.Listener.Close()
 }
 
-func (l *ConnLimit) release() {
+func (l *ConnLimit) release(c *limitConn) {
 	l.mu.Lock()
+	l.live.remove(c)
 	l.open.Add(-1)
 	if l.free != nil {
 		close(l.free)
@@ -169,15 +237,63 @@ type limitConn struct {
 	net.Conn
 	l    *ConnLimit
 	once sync.Once
+	// idleSince is the ConnLimit's idleSeq when the connection went idle
+	// between requests; 0 while it is not idle, -1 once chosen to close.
+	idleSince  atomic.Int64
+	prev, next *limitConn // ConnLimit.live, under its mu
 }
 
 func (c *limitConn) Close() error {
 	err := c.Conn.Close()
 	c.once.Do(func() {
 		c.l.conns.Add(-1)
-		c.l.release()
+		c.l.release(c)
 	})
 	return err
+}
+
+// connList is a ConnLimit's open connections, linked through them (no
+// allocation per connection beyond the connection's own).
+type connList struct{ head *limitConn }
+
+func (cl *connList) push(c *limitConn) {
+	c.next = cl.head
+	if cl.head != nil {
+		cl.head.prev = c
+	}
+	cl.head = c
+}
+
+func (cl *connList) remove(c *limitConn) {
+	if c.prev != nil {
+		c.prev.next = c.next
+	} else if cl.head == c {
+		cl.head = c.next
+	}
+	if c.next != nil {
+		c.next.prev = c.prev
+	}
+	c.prev, c.next = nil, nil
+}
+
+// oldestIdle claims the connection idle the longest (nil: none is idle).
+// A connection whose request began meanwhile is not claimed; one whose
+// request's first bytes are arriving as it is closed is lost as it would
+// be to the idle timeout (net/http's Shutdown closes idle connections
+// alike).
+func (cl *connList) oldestIdle() *limitConn {
+	for {
+		var best *limitConn
+		var since int64
+		for c := cl.head; c != nil; c = c.next {
+			if s := c.idleSince.Load(); s > 0 && (best == nil || s < since) {
+				best, since = c, s
+			}
+		}
+		if best == nil || best.idleSince.CompareAndSwap(since, -1) {
+			return best
+		}
+	}
 }
 
 // --------------------------------------------------------------- budget

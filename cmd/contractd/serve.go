@@ -342,6 +342,7 @@ func serve(ctx context.Context, path string, rt *config.Runtime, logger *slog.Lo
 			kind = "admin"
 		} else {
 			ln = srv.Conns.Listener(ln) // max_connections: the API listener only
+			srv.Conns.Track(hs)         // at the cap, idle keep-alive connections give way
 		}
 		logger.Info("listening", "kind", kind, "addr", ln.Addr().String())
 		go func() { errc <- hs.Serve(ln) }()

@@ -361,7 +361,7 @@ func newEnv(t *testing.T, upURL string, o opts, hard *hardTimeouts) *env {
 		client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}}
 	h := srv.Handler(&proxy.Admin{})
 	if hard != nil {
-		e.hard = startHard(t, h, *hard, srv.Conns.Listener)
+		e.hard = startHard(t, h, *hard, &srv.Conns)
 		e.url = "http://" + e.hard.ln.Addr().String()
 	} else {
 		e.front = httptest.NewServer(h)
@@ -512,14 +512,15 @@ type hardServer struct {
 	done chan struct{}
 }
 
-func startHard(t *testing.T, h http.Handler, to hardTimeouts, wrap func(net.Listener) net.Listener) *hardServer {
+func startHard(t *testing.T, h http.Handler, to hardTimeouts, conns *proxy.ConnLimit) *hardServer {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln = wrap(ln) // max_connections, as serve.go does
+	ln = conns.Listener(ln) // max_connections, as serve.go does
 	hs := proxy.NewHTTPServer(h)
+	conns.Track(hs)
 	hs.ReadHeaderTimeout, hs.IdleTimeout = to.ReadHeader, to.Idle
 	s := &hardServer{ln: ln, done: make(chan struct{}), hs: hs}
 	go func() { defer close(s.done); _ = s.hs.Serve(ln) }()
