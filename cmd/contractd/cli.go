@@ -286,8 +286,12 @@ func cmdCheck(args []string, stdout, stderr io.Writer) int {
 	var route *config.Route
 	if *routeName != "" {
 		route = rt.Routes[*routeName]
-		if route == nil || route.Passthrough {
-			fmt.Fprintf(stderr, "contractd check: unknown contract route %q\n", *routeName)
+		switch {
+		case route == nil:
+			fmt.Fprintf(stderr, "contractd check: unknown route %q\n", *routeName)
+			return exitUsage
+		case route.Passthrough:
+			fmt.Fprintf(stderr, "contractd check: route %q is a passthrough route: it has no contract to judge with\n", *routeName)
 			return exitUsage
 		}
 		k = route.Contract

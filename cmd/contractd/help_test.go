@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -46,6 +48,29 @@ func TestUsageMistakes(t *testing.T) {
 		{[]string{"serv"}, "contractd: unknown command \"serv\" (did you mean \"serve\"?)\n\nusage:"},
 		{[]string{"lint"}, "contractd: unknown command \"lint\"\n\nusage:"},
 	}
+	// A route a tool cannot use says why: a passthrough route has no
+	// contract to check with and no prompt to render (check said "unknown
+	// contract route", render "has no example_input", of a route the
+	// config defines).
+	cfg := filepath.Join(t.TempDir(), "c.yaml")
+	if err := os.WriteFile(cfg, []byte(`upstreams: [{name: u, base_url: "http://127.0.0.1:1/v1"}]
+prompts: [{name: p, system: x}]
+contracts: [{name: k, schema: {type: object, additionalProperties: false}}]
+routes:
+  - {name: r, upstream: u, model: m, prompt: p, contract: k, temperature: 1}
+  - {name: raw, upstream: u, model: m, passthrough: true}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tests = append(tests, []struct {
+		args []string
+		want string
+	}{
+		{[]string{"check", "-c", cfg, "--route", "raw", "-"}, "contractd check: route \"raw\" is a passthrough route: it has no contract to judge with\n"},
+		{[]string{"check", "-c", cfg, "--route", "nope", "-"}, "contractd check: unknown route \"nope\"\n"},
+		{[]string{"render", "-c", cfg, "--route", "raw"}, "contractd render: route \"raw\" is a passthrough route: it has no prompt or example_input; give --input (a request body) to see what it forwards\n"},
+		{[]string{"render", "-c", cfg, "--route", "r"}, "contractd render: route \"r\" has no example_input; give --input\n"},
+	}...)
 	for _, tt := range tests {
 		var out, errb bytes.Buffer
 		code := run(context.Background(), tt.args, &out, &errb)

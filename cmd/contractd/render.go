@@ -73,7 +73,10 @@ func cmdRender(args []string, stdout, stderr io.Writer) int {
 // other JSON object is the input object; anything else is user text.
 func requestBodyFor(route *config.Route, raw []byte) ([]byte, error) {
 	if raw == nil {
-		if route.Passthrough || route.Prompt.ExampleInput == nil {
+		if route.Passthrough {
+			return nil, fmt.Errorf("route %q is a passthrough route: it has no prompt or example_input; give --input (a request body) to see what it forwards", route.Name)
+		}
+		if route.Prompt.ExampleInput == nil {
 			return nil, fmt.Errorf("route %q has no example_input; give --input", route.Name)
 		}
 		if s, ok := route.Prompt.ExampleInput.(string); ok {
