@@ -922,8 +922,66 @@ func (c *compiler) contractRoute(path string, d RouteDef, r *Route, used map[str
 		return
 	}
 	r.Prompt = prompt.Bind(contract.Schema.JSON())
+	if r.ResponseFormat == ResponseFormatJSONSchema {
+		if opt := optionalProperties(contract.Schema.JSON()); len(opt) > 0 {
+			c.ps.warn(join(path, "response_format"), "json_schema sends contract %q with strict: true, and OpenAI's structured outputs refuse a strict schema that leaves properties optional (%s): every request would fail (OpenAI answers 400, contractd 502 upstream_error); list them in required (nullable where they may be absent), or use json_object with OpenAI",
+				d.Contract, strings.Join(opt, ", "))
+		}
+	}
 	c.evidenceSources(path, prompt, d.Contract)
 	c.renderExample(path, r)
+}
+
+// optionalProperties lists, as JSON Pointers, the properties of every
+// object (sub)schema of a compact schema that its required list leaves
+// out: what OpenAI's strict structured outputs refuse. At most 5, then
+// "…".
+func optionalProperties(schema []byte) []string {
+	var root any
+	if json.Unmarshal(schema, &root) != nil {
+		return nil
+	}
+	var out []string
+	var walk func(ptr string, n any)
+	walk = func(ptr string, n any) {
+		switch v := n.(type) {
+		case map[string]any:
+			if props, ok := v["properties"].(map[string]any); ok {
+				req := map[string]bool{}
+				if rl, ok := v["required"].([]any); ok {
+					for _, x := range rl {
+						if s, ok := x.(string); ok {
+							req[s] = true
+						}
+					}
+				}
+				for _, name := range slices.Sorted(maps.Keys(props)) {
+					if !req[name] {
+						out = append(out, "#"+ptr+"/properties/"+pointerEscape(name))
+					}
+				}
+			}
+			for _, k := range slices.Sorted(maps.Keys(v)) {
+				if k == "enum" || k == "const" || k == "default" || k == "examples" {
+					continue // values, not schemas
+				}
+				walk(ptr+"/"+pointerEscape(k), v[k])
+			}
+		case []any:
+			for i, x := range v {
+				walk(ptr+"/"+strconv.Itoa(i), x)
+			}
+		}
+	}
+	walk("", root)
+	if len(out) > 5 {
+		out = append(out[:5], "…")
+	}
+	return out
+}
+
+func pointerEscape(s string) string {
+	return strings.ReplaceAll(strings.ReplaceAll(s, "~", "~0"), "/", "~1")
 }
 
 // evidenceSources checks, for a route whose prompt has an input_schema,

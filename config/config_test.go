@@ -333,6 +333,42 @@ routes:
 	}
 }
 
+// TestJSONSchemaOptionalProperties: response_format json_schema sends the
+// contract with strict: true, which OpenAI's structured outputs refuse when
+// an object leaves a property optional (a 400 on every request, a 502 to
+// the client); validate warns at the route's response_format line, naming
+// the optional properties' pointers, nested ones included. A contract
+// whose properties are all required, or json_object, warns nothing.
+func TestJSONSchemaOptionalProperties(t *testing.T) {
+	load := func(schema, format string) []Problem {
+		t.Helper()
+		rt, err := LoadBytes(filepath.Join(t.TempDir(), "c.yaml"), []byte(`upstreams: [{name: up, base_url: "http://127.0.0.1:1/v1"}]
+prompts: [{name: p, system: "x"}]
+contracts: [{name: k, schema: `+schema+`}]
+routes:
+  - {name: r, upstream: up, model: m, prompt: p, contract: k, temperature: 0.7, response_format: `+format+`}
+`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rt.Warnings
+	}
+	const optional = `{type: object, additionalProperties: false, required: [answer_text, meta], properties: {answer_text: {type: string, enum: [a]},
+    assumptions: {type: array, items: {type: string}}, meta: {type: object, additionalProperties: false, required: [], properties: {"a/b": {type: string}}}}}`
+	ws := load(optional, "json_schema")
+	want := `json_schema sends contract "k" with strict: true, and OpenAI's structured outputs refuse a strict schema that leaves properties optional ` +
+		`(#/properties/assumptions, #/properties/meta/properties/a~1b): every request would fail`
+	if len(ws) != 1 || ws[0].Path != "routes[0].response_format" || ws[0].Line != 6 || !strings.HasPrefix(ws[0].Message, want) {
+		t.Errorf("warnings %v, want one at routes[0].response_format (line 6): %s", ws, want)
+	}
+	if ws := load(optional, "json_object"); len(ws) != 0 {
+		t.Errorf("json_object: warnings %v, want none", ws)
+	}
+	if ws := load(`{type: object, additionalProperties: false, required: [a], properties: {a: {type: [string, "null"]}}}`, "json_schema"); len(ws) != 0 {
+		t.Errorf("every property required: warnings %v, want none", ws)
+	}
+}
+
 // A config may hold contracts and labels alone, for offline check.
 func TestContractsOnlyConfig(t *testing.T) {
 	rt, err := LoadBytes("c.yaml", []byte("labels: [{name: l, values: [x]}]\ncontracts: [{name: k, schema: {type: object, additionalProperties: false}}]\n"))
