@@ -22,6 +22,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/contractd/contractd/internal/filewatch"
 	"github.com/contractd/contractd/internal/sim"
 )
 
@@ -86,6 +87,10 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	srv := &http.Server{Handler: s.Handler(logger), ReadHeaderTimeout: 10 * time.Second}
 	logger.Info("listening", "kind", "sim", "addr", ln.Addr().String(), "seed", *seed,
 		"failure_rate", *rate, "cold_factor", *cold, "latency", latency.String())
+	if opt.Catalog != nil {
+		stopWatch := watchConfig(ctx, *cfg, opt.Catalog.Files(), s, logger)
+		defer stopWatch()
+	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {
@@ -101,4 +106,53 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		logger.Info("stopped")
 	}
 	return 0
+}
+
+// watchConfig reloads the catalog when the config or one of its schema
+// files changes, as contractd serve does, so a route or contract edited
+// under `make run` is known to the simulator too (it kept the catalog it
+// started with: the new contract's labels and evidence sources unknown,
+// its outputs failed them). Changes are coalesced until the files have been
+// quiet for 300 ms; a config that does not load is logged and the running
+// catalog kept. The returned func stops the watch.
+func watchConfig(ctx context.Context, path string, files []string, s *sim.Sim, logger *slog.Logger) func() {
+	w, err := filewatch.New(files)
+	if err != nil {
+		logger.Warn("config file watch disabled; restart to reload", "error", err.Error())
+		return func() {}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-w.C:
+			}
+			for quiet := false; !quiet; {
+				select {
+				case <-ctx.Done():
+					return
+				case <-w.C:
+				case <-time.After(300 * time.Millisecond):
+					quiet = true
+				}
+			}
+			cat, err := sim.LoadCatalog(path)
+			if err != nil {
+				logger.Error("config reload failed; the old one kept", "path", path, "error", err.Error())
+				continue
+			}
+			s.SetCatalog(cat)
+			w.Set(cat.Files())
+			logger.Info("config reloaded", "path", path, "contracts", cat.Contracts())
+		}
+	}()
+	return func() {
+		cancel()
+		<-done
+		w.Close()
+	}
 }

@@ -38,7 +38,13 @@ type Catalog struct {
 
 	mu    sync.Mutex
 	adhoc map[string]*Contract
+
+	files []string // the config and schema files a LoadCatalog read
 }
+
+// Files are the files LoadCatalog read it from (the config and every
+// schema_file, absolute), to watch for a reload; nil for NewCatalog's.
+func (c *Catalog) Files() []string { return c.files }
 
 // maxAdhoc bounds the cache of schemas found only in requests.
 const maxAdhoc = 256
@@ -60,7 +66,12 @@ func LoadCatalog(path string) (*Catalog, error) {
 	if err != nil {
 		return nil, err
 	}
-	return catalogFrom(rt, parsed.File)
+	c, err := catalogFrom(rt, parsed.File)
+	if err != nil {
+		return nil, err
+	}
+	c.files = rt.Files
+	return c, nil
 }
 
 func catalogFrom(rt *config.Runtime, f *config.File) (*Catalog, error) {

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/contractd/contractd/contracts"
@@ -40,6 +41,7 @@ type Options struct {
 // Sim answers chat completion requests. Safe for concurrent use.
 type Sim struct {
 	opt Options
+	cat atomic.Pointer[Catalog] // opt.Catalog, or the one SetCatalog swapped in
 
 	// counts caches the token counts of message texts: system prompts
 	// repeat on every request and counting them dominates the
@@ -82,8 +84,14 @@ func New(opt Options) *Sim {
 	if opt.Weights == nil {
 		opt.Weights = DefaultWeights
 	}
-	return &Sim{opt: opt}
+	s := &Sim{opt: opt}
+	s.cat.Store(opt.Catalog)
+	return s
 }
+
+// SetCatalog swaps in c (a reloaded config's) for the requests that
+// arrive from now on.
+func (s *Sim) SetCatalog(c *Catalog) { s.cat.Store(c) }
 
 // Warm loads the tokenizers usage is counted with, so the first request
 // does not pay for it.
@@ -234,7 +242,7 @@ func (s *Sim) Complete(body []byte, req *Request, header string) (*Reply, error)
 	if scope == "" {
 		scope = strings.Join(texts, "\n")
 	}
-	k := s.opt.Catalog.Find(rs, scope)
+	k := s.cat.Load().Find(rs, scope)
 
 	rep := &Reply{Status: 200, Model: req.Model, ID: fmt.Sprintf("chatcmpl-sim-%x", sum[:12])}
 	if rep.Model == "" {
@@ -356,7 +364,7 @@ func (s *Sim) instance(rng *rand.Rand, k *Contract, tc *textCtx) *instance {
 // contractd would judge it (empty when the generator succeeded). For tests
 // and tools.
 func (s *Sim) GenerateValid(name string, seed uint64, system, user string) (string, []contracts.Violation, error) {
-	k := s.opt.Catalog.Named(name)
+	k := s.cat.Load().Named(name)
 	if k == nil {
 		return "", nil, fmt.Errorf("unknown contract %q", name)
 	}
