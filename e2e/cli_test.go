@@ -148,9 +148,14 @@ contracts:
 	t.Run("validate does not need the upstream key", func(t *testing.T) {
 		// Offline: api_key_env is checked by serve, not by validate.
 		cfg := writeConfig(t, t.TempDir(), offlineConfig())
-		cmdOut, _, code := runCLIEnv(t, map[string]string{"PATH": baseEnv()["PATH"]}, "validate", "-c", cfg)
+		cmdOut, errOut, code := runCLIEnv(t, map[string]string{"PATH": baseEnv()["PATH"]}, "validate", "-c", cfg)
 		if code != 0 {
 			t.Fatalf("exit %d: %s", code, cmdOut)
+		}
+		// ...but says that serve will refuse without it (it said nothing,
+		// and the serve after a passing validate stopped at start).
+		if !strings.Contains(errOut, "warning: "+cfg+`: upstream "fake": environment variable OPENAI_API_KEY (api_key_env) is not set here: serve refuses to start without it`) {
+			t.Errorf("stderr does not warn of the unset upstream key:\n%s", errOut)
 		}
 	})
 }

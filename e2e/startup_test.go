@@ -26,8 +26,9 @@ func TestServeNeedsARoute(t *testing.T) {
 	cfg := writeConfig(t, t.TempDir(), routeless)
 	startProcess(t, baseEnv(), "serve", "-c", cfg).refusesToStart("serve needs at least one route")
 	// validate accepts the same file (a prompt no route uses is a warning).
-	if _, errOut, code := runCLI(t, "", "validate", "-c", cfg); code != 0 {
-		t.Errorf("validate: exit %d\n%s", code, errOut)
+	// with a warning that serve needs a route (it said nothing).
+	if _, errOut, code := runCLI(t, "", "validate", "-c", cfg); code != 0 || !strings.Contains(errOut, "warning: "+cfg+": no routes: serve needs at least one") {
+		t.Errorf("validate: exit %d, want 0 and the no-routes warning\n%s", code, errOut)
 	}
 
 	dir := t.TempDir()

@@ -209,6 +209,24 @@ func cmdValidate(args []string, stdout, stderr io.Writer) int {
 	for _, w := range rt.Warnings {
 		fmt.Fprintf(stderr, "warning: %s\n", w.String())
 	}
+	// What serve needs beyond a valid config: a config for check alone is
+	// valid, and validate runs where the upstream keys may not be set (a
+	// CI job), so these are warnings, not problems; but a validate that
+	// passed silently before a serve that refused surprised everyone.
+	if len(rt.Routes) == 0 {
+		fmt.Fprintf(stderr, "warning: %s: no routes: serve needs at least one (check, render and schema need none)\n", path)
+	}
+	warned := map[string]bool{}
+	for _, r := range rt.RouteList {
+		u := r.Upstream
+		if u == nil || u.APIKeyEnv == "" || warned[u.Name] {
+			continue
+		}
+		if _, ok := os.LookupEnv(u.APIKeyEnv); !ok {
+			warned[u.Name] = true
+			fmt.Fprintf(stderr, "warning: %s: upstream %q: environment variable %s (api_key_env) is not set here: serve refuses to start without it\n", path, u.Name, u.APIKeyEnv)
+		}
+	}
 	return exitOK
 }
 
