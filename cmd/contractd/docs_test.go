@@ -178,3 +178,46 @@ func TestReadmeGoVersion(t *testing.T) {
 		t.Errorf("the README's quickstart does not name Go %s, go.mod's minimum", m[1])
 	}
 }
+
+// TestReadmeCommandExits: every row of the README's command table says
+// what the command's exit status means (render's and version's cells were
+// empty), and render's are what it does: 0 rendered, 1 a request serve
+// would refuse, 2 usage.
+func TestReadmeCommandExits(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := regexp.MustCompile("(?m)^\\| `contractd (\\w+)[^`]*` \\|.*$").FindAllStringSubmatch(string(readme), -1)
+	if len(rows) < 7 {
+		t.Fatalf("README's command table: %d rows", len(rows))
+	}
+	for _, r := range rows {
+		cells := strings.Split(strings.ReplaceAll(r[0], `\|`, "/"), "|") // "" first and last
+		if len(cells) != 5 || strings.TrimSpace(cells[3]) == "" {
+			t.Errorf("README's row for contractd %s gives no exit status: %s", r[1], r[0])
+		}
+	}
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "c.yaml")
+	body := filepath.Join(dir, "body.json")
+	os.WriteFile(cfg, []byte(`upstreams: [{name: u, base_url: "http://127.0.0.1:1/v1"}]
+prompts: [{name: p, system: x}]
+contracts: [{name: k, schema: {type: object, additionalProperties: false}}]
+routes: [{name: r, upstream: u, model: m, prompt: p, contract: k, temperature: 1}]
+`), 0o644)
+	for _, tt := range []struct {
+		body string
+		code int
+	}{
+		{`{"messages": [{"role": "user", "content": "hi"}]}`, exitOK},
+		{`{"messages": [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hi"}]}`, exitProblem}, // 400 client_system_not_allowed
+		{`{"messages": [{"role": "user", "content": "hi"}], "tools": []}`, exitProblem},                               // 400 unsupported_parameter
+	} {
+		os.WriteFile(body, []byte(tt.body), 0o644)
+		var out, errb bytes.Buffer
+		if code := run(context.Background(), []string{"render", "-c", cfg, "--route", "r", "--input", body}, &out, &errb); code != tt.code {
+			t.Errorf("render %s: exit %d, want %d (%s)", tt.body, code, tt.code, errb.String())
+		}
+	}
+}
