@@ -1,10 +1,12 @@
-package config
+package config_test
 
 import (
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
+
+	"github.com/contractd/contractd/config"
+	"github.com/contractd/contractd/internal/testkit"
 )
 
 // TestReadmeConfigLoads: the README's minimal config, copied into an empty
@@ -14,26 +16,14 @@ import (
 // (contracts/classify.schema.json), so the first thing a new user ran
 // failed with "cannot read contracts/classify.schema.json".
 func TestReadmeConfigLoads(t *testing.T) {
-	b, err := os.ReadFile(filepath.Join("..", "README.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, sec, ok := strings.Cut(string(b), "\n## Configuration\n")
-	if !ok {
-		t.Fatal("README.md has no Configuration section")
-	}
-	_, block, ok := strings.Cut(sec, "```yaml\n")
-	if !ok {
-		t.Fatal("README.md's Configuration section has no yaml block")
-	}
-	block, _, _ = strings.Cut(block, "```")
+	block := testkit.DocBlock(t, "README.md", "## Configuration", "yaml")
 	t.Setenv("CONTRACTD_API_KEYS", "k1")
 	t.Setenv("OPENAI_API_KEY", "sk-test")
 	p := filepath.Join(t.TempDir(), "contractd.yaml")
 	if err := os.WriteFile(p, []byte(block), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	rt, err := Load(p)
+	rt, err := config.Load(p)
 	if err != nil {
 		t.Fatalf("the README's config does not load:\n%v", err)
 	}

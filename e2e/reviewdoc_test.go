@@ -9,6 +9,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/contractd/contractd/internal/testkit"
 )
 
 // docCurl is one curl command of a docs page's shell block.
@@ -21,16 +23,7 @@ type docCurl struct {
 // reviewer: list, correct, approve" block, in order.
 func reviewerWalkthrough(t *testing.T) []docCurl {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "docs", "review.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, sec, ok := strings.Cut(string(b), "## The reviewer: list, correct, approve")
-	if !ok {
-		t.Fatal("docs/review.md has no section \"The reviewer: list, correct, approve\"")
-	}
-	_, block, _ := strings.Cut(sec, "```sh\n")
-	block, _, _ = strings.Cut(block, "```")
+	block := testkit.DocBlock(t, "docs/review.md", "## The reviewer: list, correct, approve", "sh")
 	cmd := regexp.MustCompile(`(?s)curl -s (-X POST )?"([^"]+)"(?:(?:\s*\\\n\s*| )-d '([^']*)')?((?:\n# -> [^\n]*(?:\n#  [^\n]*)*)?)`)
 	var out []docCurl
 	for _, m := range cmd.FindAllStringSubmatch(block, -1) {

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/contractd/contractd/internal/testkit"
 	"github.com/contractd/contractd/proxy"
 	"github.com/contractd/contractd/review"
 	"github.com/contractd/contractd/telemetry"
@@ -98,15 +99,7 @@ func TestMetricsDocumented(t *testing.T) {
 // docs/observability.md's "## Metrics" heading.
 func documentedMetrics(t *testing.T) map[string]bool {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "docs", "observability.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, sec, ok := strings.Cut(string(b), "\n## Metrics")
-	if !ok {
-		t.Fatal("docs/observability.md has no ## Metrics section")
-	}
-	sec, _, _ = strings.Cut(sec, "\n## ")
+	sec := testkit.DocSection(t, "docs/observability.md", "## Metrics")
 	out := map[string]bool{}
 	for _, m := range regexp.MustCompile("(?m)^\\| `([a-z_]+)` \\|").FindAllStringSubmatch(sec, -1) {
 		out[m[1]] = true
