@@ -264,25 +264,28 @@ routes: [{name: r, upstream: up, model: m, prompt: p, contract: k, temperature: 
 	}
 }
 
+// routeWarnings are the warnings of a config of one upstream (up), prompt
+// (p) and contract (k), and the route given as a YAML flow mapping.
+func routeWarnings(t *testing.T, route string) []Problem {
+	t.Helper()
+	rt, err := LoadBytes(filepath.Join(t.TempDir(), "c.yaml"), []byte(`upstreams: [{name: up, base_url: "http://127.0.0.1:1/v1"}]
+prompts: [{name: p, system: "x"}]
+contracts: [{name: k, schema: {type: object, additionalProperties: false}}]
+routes:
+  - `+route+"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rt.Warnings
+}
+
 // TestRetryOverridesTemperature: a route that sets retry runs attempt 1 at
 // retry[0]'s temperature, so a route temperature that differs is never
 // sent; validate says so at the route's temperature line instead of
 // letting `temperature: 0.7` beside `retry: [{temperature: 0}]` look like
 // a hot first attempt. Equal values, or no retry, warn nothing.
 func TestRetryOverridesTemperature(t *testing.T) {
-	load := func(route string) []Problem {
-		t.Helper()
-		rt, err := LoadBytes(filepath.Join(t.TempDir(), "c.yaml"), []byte(`upstreams: [{name: up, base_url: "http://127.0.0.1:1/v1"}]
-prompts: [{name: p, system: "x"}]
-contracts: [{name: k, schema: {type: object, additionalProperties: false}}]
-routes:
-  - `+route+"\n"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return rt.Warnings
-	}
-	ws := load(`{name: r, upstream: up, model: m, prompt: p, contract: k, temperature: 0.7, retry: [{temperature: 0}, {temperature: 0}]}`)
+	ws := routeWarnings(t, `{name: r, upstream: up, model: m, prompt: p, contract: k, temperature: 0.7, retry: [{temperature: 0}, {temperature: 0}]}`)
 	if len(ws) != 1 || ws[0].Path != "routes[0].temperature" || ws[0].Line != 5 ||
 		ws[0].Message != "0.7 is not used: with retry, attempt 1 runs at retry[0].temperature (0); set the two equal" {
 		t.Errorf("warnings %v, want one at routes[0].temperature (line 5) naming retry[0].temperature", ws)
@@ -291,7 +294,7 @@ routes:
 		`{name: r, upstream: up, model: m, prompt: p, contract: k, temperature: 0.7, retry: [{temperature: 0.7}, {temperature: 0}]}`,
 		`{name: r, upstream: up, model: m, prompt: p, contract: k, temperature: 0.7}`,
 	} {
-		if ws := load(route); len(ws) != 0 {
+		if ws := routeWarnings(t, route); len(ws) != 0 {
 			t.Errorf("%s: warnings %v, want none", route, ws)
 		}
 	}
@@ -303,31 +306,19 @@ routes:
 // budget_exhausted with no attempt; validate warns at the budget's line.
 // A budget with room, or none, warns nothing.
 func TestBudgetBelowMaxOutput(t *testing.T) {
-	load := func(route string) []Problem {
-		t.Helper()
-		rt, err := LoadBytes(filepath.Join(t.TempDir(), "c.yaml"), []byte(`upstreams: [{name: up, base_url: "http://127.0.0.1:1/v1"}]
-prompts: [{name: p, system: "x"}]
-contracts: [{name: k, schema: {type: object, additionalProperties: false}}]
-routes:
-  - `+route+"\n"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return rt.Warnings
-	}
 	const r = `{name: r, upstream: up, model: m, prompt: p, contract: k, temperature: 0.7`
 	for route, want := range map[string]string{
 		r + `, budget: {max_total_tokens: 300}}`: "300 leaves no room for attempt 1: an attempt runs only when its input plus max_output_tokens (1024) fit in it, " +
 			"so every request ends in 422 budget_exhausted without calling the upstream; raise it or lower max_output_tokens",
 		r + `, max_output_tokens: 200, budget: {max_total_tokens: 200}}`: "200 leaves no room for attempt 1",
 	} {
-		ws := load(route)
+		ws := routeWarnings(t, route)
 		if len(ws) != 1 || ws[0].Path != "routes[0].budget.max_total_tokens" || ws[0].Line != 5 || !strings.HasPrefix(ws[0].Message, want) {
 			t.Errorf("%s: warnings %v, want one at routes[0].budget.max_total_tokens (line 5): %s", route, ws, want)
 		}
 	}
 	for _, route := range []string{r + `, max_output_tokens: 200, budget: {max_total_tokens: 2000}}`, r + `, budget: {max_input_tokens: 10}}`, r + `}`} {
-		if ws := load(route); len(ws) != 0 {
+		if ws := routeWarnings(t, route); len(ws) != 0 {
 			t.Errorf("%s: warnings %v, want none", route, ws)
 		}
 	}

@@ -51,15 +51,22 @@ func TestUnknownKeySays(t *testing.T) {
 		{"bogus: 1\n", `bogus: unknown key "bogus" (allowed here: server, audit, upstreams, labels, prompts, contracts, routes, review)`},
 	}
 	for _, tt := range tests {
-		_, err := LoadBytes("c.yaml", []byte(tt.yaml))
-		var ce *Error
-		if !errors.As(err, &ce) || len(ce.Problems) != 1 {
-			t.Errorf("%q: want one problem, got %v", tt.yaml, err)
-			continue
-		}
-		if got := ce.Problems[0].String(); got != "c.yaml:1: "+tt.want {
-			t.Errorf("%q:\n got %s\nwant c.yaml:1: %s", tt.yaml, got, tt.want)
-		}
+		wantOneProblem(t, tt.yaml, "c.yaml:1: "+tt.want)
+	}
+}
+
+// wantOneProblem: yaml, loaded as c.yaml, has exactly one problem, which
+// validate prints as want.
+func wantOneProblem(t *testing.T, yaml, want string) {
+	t.Helper()
+	_, err := LoadBytes("c.yaml", []byte(yaml))
+	var ce *Error
+	if !errors.As(err, &ce) || len(ce.Problems) != 1 {
+		t.Errorf("%q: want one problem, got %v", yaml, err)
+		return
+	}
+	if got := ce.Problems[0].String(); got != want {
+		t.Errorf("%q:\n got %s\nwant %s", yaml, got, want)
 	}
 }
 
@@ -74,15 +81,7 @@ func TestYAMLSyntaxErrorLine(t *testing.T) {
 		{"server: {listen: x\n", "c.yaml:1: invalid YAML: did not find expected ',' or '}'"},
 	}
 	for _, tt := range tests {
-		_, err := LoadBytes("c.yaml", []byte(tt.yaml))
-		var ce *Error
-		if !errors.As(err, &ce) || len(ce.Problems) != 1 {
-			t.Errorf("%q: want one problem, got %v", tt.yaml, err)
-			continue
-		}
-		if got := ce.Problems[0].String(); got != tt.want {
-			t.Errorf("%q:\n got %s\nwant %s", tt.yaml, got, tt.want)
-		}
+		wantOneProblem(t, tt.yaml, tt.want)
 	}
 }
 
