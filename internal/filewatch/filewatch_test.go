@@ -134,17 +134,7 @@ func TestConfigMap(t *testing.T) {
 	w, err := New([]string{cfg})
 	must(t, err)
 	defer w.Close()
-	for n := 2; n <= 4; n++ {
-		ts := version(n)
-		swapConfigMap(t, dir, old, ts)
-		old = ts
-		waitChange(t, w, fmt.Sprintf("ConfigMap update %d", n))
-		b, err := os.ReadFile(cfg)
-		must(t, err)
-		if string(b) != fmt.Sprintf("v: %d\n", n) {
-			t.Fatalf("config reads %q after update %d", b, n)
-		}
-	}
+	updateConfigMap(t, w, dir, old, version, cfg, func(n int) string { return fmt.Sprintf("v: %d\n", n) })
 }
 
 // TestUnrelatedFiles: a thousand other files written in the config's
@@ -252,15 +242,24 @@ func TestConfigMapSubdirectory(t *testing.T) {
 	w, err := New([]string{filepath.Join(dir, "contractd.yaml"), schema})
 	must(t, err)
 	defer w.Close()
+	updateConfigMap(t, w, dir, old, version, schema, func(n int) string { return fmt.Sprintf(`{"v":%d}`, n) })
+}
+
+// updateConfigMap updates the ConfigMap volume in dir, at its timestamped
+// directory old, to versions 2, 3 and 4 (version(n) writes each and names
+// its directory): each update is a change w reports, after which file
+// reads want(n).
+func updateConfigMap(t *testing.T, w *Watcher, dir, old string, version func(n int) string, file string, want func(n int) string) {
+	t.Helper()
 	for n := 2; n <= 4; n++ {
 		ts := version(n)
 		swapConfigMap(t, dir, old, ts)
 		old = ts
 		waitChange(t, w, fmt.Sprintf("ConfigMap update %d", n))
-		b, err := os.ReadFile(schema)
+		b, err := os.ReadFile(file)
 		must(t, err)
-		if string(b) != fmt.Sprintf(`{"v":%d}`, n) {
-			t.Fatalf("schema reads %s after update %d", b, n)
+		if string(b) != want(n) {
+			t.Fatalf("%s reads %q after update %d", filepath.Base(file), b, n)
 		}
 	}
 }
