@@ -258,6 +258,27 @@ func (b *browser) open(base, key string) {
 	b.do(chromedp.Navigate(u), chromedp.WaitReady(chromedp.CSS("#items")))
 }
 
+// needsReviews stores n items of classifyReq, oldest first, and returns
+// their ids.
+func (ps *pageSite) needsReviews(n int) []string {
+	ps.t.Helper()
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = ps.needsReview(classifyReq)
+	}
+	return ids
+}
+
+// openAsAnn opens the page with the admin key, waits until it shows item
+// id, and types the reviewer name ann: where each test that acts on an
+// item through the page starts.
+func (b *browser) openAsAnn(base, id string) {
+	b.t.Helper()
+	b.open(base, adminKey)
+	b.until(titleIs(id))
+	b.do(chromedp.SendKeys(chromedp.CSS("#reviewer"), "ann"))
+}
+
 // offOrigin lists requests the page made anywhere but base.
 func (b *browser) offOrigin(base string) []string {
 	b.mu.Lock()
@@ -292,10 +313,7 @@ func selectedID(b *browser) string {
 
 func TestReviewPageApproveRejectThroughUI(t *testing.T) {
 	ps := newPageSite(t)
-	var ids []string
-	for range 3 {
-		ids = append(ids, ps.needsReview(classifyReq))
-	}
+	ids := ps.needsReviews(3)
 	b := newBrowser(t)
 
 	// The page and its assets: no key needed, a strict CSP on each.
@@ -394,9 +412,7 @@ func TestReviewPageLiveCheckInvalidJSON(t *testing.T) {
 	ps := newPageSite(t)
 	id := ps.needsReview(classifyReq)
 	b := newBrowser(t)
-	b.open(ps.ts.URL, adminKey)
-	b.until(fmt.Sprintf(`document.getElementById("d-title").textContent === %q`, id))
-	b.do(chromedp.SendKeys(chromedp.CSS("#reviewer"), "ann"))
+	b.openAsAnn(ps.ts.URL, id)
 
 	// Valid first, so the change to invalid is seen.
 	b.typeEditor(validClassify)
@@ -578,9 +594,7 @@ func TestReviewPageScreenshot(t *testing.T) {
 	ps.needsReview(classifyReq)
 	id := ps.needsReview(`{"model":"classify","messages":[{"role":"user","content":"{\"subject\":\"Invoice 4411\",\"body\":\"I was charged twice for March.\"}"}]}`)
 	b := newBrowser(t)
-	b.open(ps.ts.URL, adminKey)
-	b.until(fmt.Sprintf(`document.getElementById("d-title").textContent === %q`, id))
-	b.do(chromedp.SendKeys(chromedp.CSS("#reviewer"), "ann"))
+	b.openAsAnn(ps.ts.URL, id)
 	b.typeEditor(`{"intent": "billing", "summary": "charged twice in March"}`)
 	b.until(`document.getElementById("check-state").className === "ok"`)
 	b.do(chromedp.Focus(chromedp.CSS("#d-attempts .violations li:last-child"))) // its path lit up

@@ -36,14 +36,9 @@ func titleIs(id string) string {
 // rerun that still fails, back on Rerun.
 func TestReviewPageFocusAfterButtons(t *testing.T) {
 	ps := newPageSite(t)
-	var ids []string
-	for range 3 {
-		ids = append(ids, ps.needsReview(classifyReq))
-	}
+	ids := ps.needsReviews(3)
 	b := newBrowser(t)
-	b.open(ps.ts.URL, adminKey)
-	b.until(titleIs(ids[2]))
-	b.do(chromedp.SendKeys(chromedp.CSS("#reviewer"), "ann"))
+	b.openAsAnn(ps.ts.URL, ids[2])
 	b.typeEditor(validClassify)
 	b.until(`!document.getElementById("approve").disabled`)
 
@@ -102,9 +97,7 @@ func TestReviewPageActsOnlyOnTheSelectedItem(t *testing.T) {
 		}
 	}()
 	b := newBrowser(t)
-	b.open(ps.ts.URL, adminKey)
-	b.until(titleIs(newer))
-	b.do(chromedp.SendKeys(chromedp.CSS("#reviewer"), "ann"))
+	b.openAsAnn(ps.ts.URL, newer)
 
 	// j selects the older item, whose detail is held back: r must not
 	// reject the newer one still on screen.
@@ -153,9 +146,7 @@ func TestReviewPageResolvedElsewhere(t *testing.T) {
 	first := ps.needsReview(classifyReq)
 	second := ps.needsReview(classifyReq)
 	b := newBrowser(t)
-	b.open(ps.ts.URL, adminKey)
-	b.until(titleIs(second))
-	b.do(chromedp.SendKeys(chromedp.CSS("#reviewer"), "ann"))
+	b.openAsAnn(ps.ts.URL, second)
 
 	if r := ps.call("POST", "/admin/reviews/"+second+"/reject", `{"reviewer":"bob"}`, adminKey); r.Status != 200 {
 		t.Fatalf("reject: %d %s", r.Status, r.Body)
@@ -332,9 +323,7 @@ func TestReviewPageKeysTypeInFields(t *testing.T) {
 	older := ps.needsReview(classifyReq)
 	newer := ps.needsReview(classifyReq)
 	b := newBrowser(t)
-	b.open(ps.ts.URL, adminKey)
-	b.until(titleIs(newer))
-	b.do(chromedp.SendKeys(chromedp.CSS("#reviewer"), "ann"))
+	b.openAsAnn(ps.ts.URL, newer)
 	b.typeEditor(validClassify)
 	b.until(`!document.getElementById("approve").disabled`)
 	for _, sel := range []string{"#note", "#editor"} {
