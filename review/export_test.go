@@ -34,6 +34,15 @@ func SmallBatches(s Store) {
 	}
 }
 
+// oldItemSQL writes the item "old" of SQLiteAtLevel and PostgresAtLevel
+// into a store at the first migration level: statements both dialects
+// take as written.
+var oldItemSQL = []string{
+	`INSERT INTO reviews (id, status, created_ns, route, prompt_name, prompt_sha, contract_name, contract_sha, key_id, input, request, attempts)
+	 VALUES ('old', 'pending', 1, 'a', 'p', 'aa', 'k', 'bb', '', 'null', 'null', '[{"attempt":1,"violations":[{"rule":"required"}]}]')`,
+	`INSERT INTO review_rules (review_id, rule, created_ns) VALUES ('old', 'required', 1)`,
+}
+
 // SQLiteAtLevel creates file as a store left at migration level (its
 // migrations up to level applied and recorded, no later one). With old,
 // an item "old" (pending, rule "required", route "a", contract "k") is
@@ -63,11 +72,7 @@ func SQLiteAtLevel(file string, level int, old bool) error {
 			return err
 		}
 		if m.version == 1 && old {
-			for _, q := range []string{
-				`INSERT INTO reviews (id, status, created_ns, route, prompt_name, prompt_sha, contract_name, contract_sha, key_id, input, request, attempts)
-				 VALUES ('old', 'pending', 1, 'a', 'p', 'aa', 'k', 'bb', '', 'null', 'null', '[{"attempt":1,"violations":[{"rule":"required"}]}]')`,
-				`INSERT INTO review_rules (review_id, rule, created_ns) VALUES ('old', 'required', 1)`,
-			} {
+			for _, q := range oldItemSQL {
 				if _, err := db.Exec(q); err != nil {
 					return err
 				}
@@ -109,11 +114,7 @@ func PostgresAtLevel(ctx context.Context, dsn string, level int, old bool) error
 			return err
 		}
 		if m.version == 1 && old {
-			for _, q := range []string{
-				`INSERT INTO reviews (id, status, created_ns, route, prompt_name, prompt_sha, contract_name, contract_sha, key_id, input, request, attempts)
-				 VALUES ('old', 'pending', 1, 'a', 'p', 'aa', 'k', 'bb', '', 'null', 'null', '[{"attempt":1,"violations":[{"rule":"required"}]}]')`,
-				`INSERT INTO review_rules (review_id, rule, created_ns) VALUES ('old', 'required', 1)`,
-			} {
+			for _, q := range oldItemSQL {
 				if _, err := conn.Exec(ctx, q); err != nil {
 					return err
 				}
