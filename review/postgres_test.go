@@ -24,12 +24,7 @@ func TestMain(m *testing.M) { os.Exit(testkit.PostgresMain(m)) }
 
 func openPostgres(t *testing.T) review.Store {
 	s, err := review.OpenPostgres(context.Background(), testkit.PostgresDSN(t), review.PostgresOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	review.SmallBatches(s) // retention and exports in several batches (storetest)
-	return s
+	return suiteStore(t, s, err)
 }
 
 // The same table of behaviours the SQLite store passes.
@@ -351,12 +346,7 @@ func TestPostgresUpgradesFromEveryLevel(t *testing.T) {
 			t.Fatal(err)
 		}
 		s, err := review.OpenPostgres(ctx, dsn, review.PostgresOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { s.Close() })
-		review.SmallBatches(s) // retention and exports in several batches (storetest)
-		return s
+		return suiteStore(t, s, err)
 	}
 	for level := 1; level < review.PostgresLevels(); level++ {
 		t.Run(fmt.Sprintf("from-%d", level), func(t *testing.T) {

@@ -18,11 +18,19 @@ import (
 
 func openSQLite(t *testing.T) review.Store {
 	s, err := review.OpenSQLite(context.Background(), filepath.Join(t.TempDir(), "reviews.db"))
+	return suiteStore(t, s, err)
+}
+
+// suiteStore readies a store just opened (err: the open's error) for the
+// store suite: t fails if it did not open, t's end closes it, and
+// retention and exports run in several small batches (SmallBatches).
+func suiteStore(t *testing.T, s review.Store, err error) review.Store {
+	t.Helper()
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
-	review.SmallBatches(s) // retention and exports in several batches (storetest)
+	review.SmallBatches(s)
 	return s
 }
 
@@ -294,31 +302,19 @@ func TestSQLiteCreateMixedBatches(t *testing.T) {
 // passes the whole store suite.
 func TestSQLiteUpgradesFromEveryLevel(t *testing.T) {
 	ctx := context.Background()
+	atLevel := func(t *testing.T, level int, old bool) review.Store {
+		p := filepath.Join(t.TempDir(), "reviews.db")
+		if err := review.SQLiteAtLevel(p, level, old); err != nil {
+			t.Fatal(err)
+		}
+		s, err := review.OpenSQLite(ctx, p)
+		return suiteStore(t, s, err)
+	}
 	for level := 1; level < review.SQLiteLevels(); level++ {
 		t.Run(fmt.Sprintf("from-%d", level), func(t *testing.T) {
-			p := filepath.Join(t.TempDir(), "reviews.db")
-			if err := review.SQLiteAtLevel(p, level, true); err != nil {
-				t.Fatal(err)
-			}
-			s, err := review.OpenSQLite(ctx, p)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer s.Close()
+			s := atLevel(t, level, true)
 			checkUpgradedItem(t, s)
-			storetest.Run(t, func(t *testing.T) review.Store {
-				p := filepath.Join(t.TempDir(), "reviews.db")
-				if err := review.SQLiteAtLevel(p, level, false); err != nil {
-					t.Fatal(err)
-				}
-				s, err := review.OpenSQLite(ctx, p)
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { s.Close() })
-				review.SmallBatches(s) // retention and exports in several batches (storetest)
-				return s
-			})
+			storetest.Run(t, func(t *testing.T) review.Store { return atLevel(t, level, false) })
 		})
 	}
 }
