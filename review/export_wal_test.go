@@ -3,7 +3,6 @@ package review
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"testing"
 	"time"
 )
@@ -14,17 +13,13 @@ import (
 // One query over the whole export held its snapshot to the end, and every
 // frame committed meanwhile stayed in the WAL (24 MB/s at 400 items/s).
 func TestSQLiteExportHoldsNoSnapshot(t *testing.T) {
-	s, err := OpenSQLite(context.Background(), filepath.Join(t.TempDir(), "reviews.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := freshSQLite(t)
 	const n = 3000
 	populate(t, s, n, time.Now().Add(-24*time.Hour))
 	ctx := context.Background()
 	var got []string
 	blocked := 0
-	err = s.Export(ctx, ExportFilter{Status: StatusApproved}, func(it *Item) error {
+	err := s.Export(ctx, ExportFilter{Status: StatusApproved}, func(it *Item) error {
 		got = append(got, it.ID)
 		if len(got)%500 != 1 {
 			return nil

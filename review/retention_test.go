@@ -60,11 +60,7 @@ func retentionStall(tb testing.TB, s *SQLite) (pass time.Duration, creates []tim
 // after 5 s). Measured relative to the pass so the machine's load does
 // not decide it: one big DELETE makes some Create wait for most of it.
 func TestSQLiteRetentionDoesNotHoldWriters(t *testing.T) {
-	s, err := OpenSQLite(context.Background(), filepath.Join(t.TempDir(), "reviews.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := freshSQLite(t)
 	const n = 40_000
 	populateExpired(t, s, n)
 	pass, creates, deleted := retentionStall(t, s)

@@ -49,12 +49,19 @@ func populate(tb testing.TB, s *SQLite, n int, base time.Time) {
 // first a day old, for reading query plans off.
 func populatedSQLite(t *testing.T) *SQLite {
 	t.Helper()
+	s := freshSQLite(t)
+	populate(t, s, 5000, time.Now().Add(-24*time.Hour))
+	return s
+}
+
+// freshSQLite is a new store in t's temporary directory, closed at t's end.
+func freshSQLite(t *testing.T) *SQLite {
+	t.Helper()
 	s, err := OpenSQLite(context.Background(), filepath.Join(t.TempDir(), "reviews.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
-	populate(t, s, 5000, time.Now().Add(-24*time.Hour))
 	return s
 }
 
