@@ -94,6 +94,20 @@ func sqliteVersions(t *testing.T, file string) []int {
 	return vs
 }
 
+// wantSchemaLevelError: opening a reader (r, err) on a store at level
+// failed with a *review.SchemaLevelError from level to want, this
+// binary's; a reader that opened anyway is closed.
+func wantSchemaLevelError(t *testing.T, r review.Reader, err error, level, want int) {
+	t.Helper()
+	var le *review.SchemaLevelError
+	if !errors.As(err, &le) || le.Have != level || le.Want != want {
+		if r != nil {
+			r.Close()
+		}
+		t.Fatalf("open: %v, want a SchemaLevelError at %d of %d", err, level, want)
+	}
+}
+
 // A reader (contractd replay --reviews) of a SQLite store left at any
 // older level is refused with a *SchemaLevelError and changes nothing: the
 // files' bytes and modes (0644, which serve would make 0600), no file
@@ -121,13 +135,7 @@ func TestSQLiteReaderLeavesOlderStoreAlone(t *testing.T) {
 			}
 			before, versions := dirState(t, dir), sqliteVersions(t, file)
 			r, err := review.OpenSQLiteReader(ctx, file)
-			var le *review.SchemaLevelError
-			if !errors.As(err, &le) || le.Have != level || le.Want != review.SQLiteLevels() {
-				if r != nil {
-					r.Close()
-				}
-				t.Fatalf("open: %v, want a SchemaLevelError at %d of %d", err, level, review.SQLiteLevels())
-			}
+			wantSchemaLevelError(t, r, err, level, review.SQLiteLevels())
 			if want := "upgrade it by starting contractd serve"; !strings.Contains(err.Error(), want) {
 				t.Errorf("error %q does not say %q", err, want)
 			}
@@ -210,13 +218,7 @@ func TestPostgresReaderLeavesOlderStoreAlone(t *testing.T) {
 			}
 			before := count(t, dsn, tables)
 			r, err := review.OpenPostgresReader(ctx, dsn)
-			var le *review.SchemaLevelError
-			if !errors.As(err, &le) || le.Have != level || le.Want != review.PostgresLevels() {
-				if r != nil {
-					r.Close()
-				}
-				t.Fatalf("open: %v, want a SchemaLevelError at %d of %d", err, level, review.PostgresLevels())
-			}
+			wantSchemaLevelError(t, r, err, level, review.PostgresLevels())
 			if after := count(t, dsn, tables); after != before {
 				t.Errorf("%d tables, were %d", after, before)
 			}
