@@ -116,6 +116,19 @@ func oneEditApart(a, b string) bool {
 
 // unexpectedArg is the usage error for a positional argument to a command
 // that takes none; the config file given without -c says how to name it.
+// parseFlagsOnly parses the arguments of a command that takes flags and
+// no positional argument (serve, validate), saying on stderr what the
+// first positional one is; false: the command ends with exitUsage (the
+// flag package has already reported a bad flag).
+func parseFlagsOnly(fs *flag.FlagSet, cmd string, args []string, stderr io.Writer) bool {
+	pos, err := parseInterleaved(fs, args)
+	if err == nil && len(pos) > 0 {
+		fmt.Fprintln(stderr, unexpectedArg(cmd, pos[0]))
+		return false
+	}
+	return err == nil
+}
+
 func unexpectedArg(cmd, arg string) string {
 	msg := fmt.Sprintf("contractd %s: unexpected argument %q", cmd, arg)
 	if strings.HasSuffix(arg, ".yaml") || strings.HasSuffix(arg, ".yml") || strings.HasSuffix(arg, ".json") {
@@ -194,10 +207,7 @@ func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
 
 func cmdValidate(args []string, stdout, stderr io.Writer) int {
 	fs, cfg := newFlags("validate", stderr)
-	if pos, err := parseInterleaved(fs, args); err != nil || len(pos) > 0 {
-		if err == nil {
-			fmt.Fprintln(stderr, unexpectedArg("validate", pos[0]))
-		}
+	if !parseFlagsOnly(fs, "validate", args, stderr) {
 		return exitUsage
 	}
 	path := config.Resolve(*cfg)

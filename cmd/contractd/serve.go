@@ -32,10 +32,7 @@ import (
 
 func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs, cfg := newFlags("serve", stderr)
-	if pos, err := parseInterleaved(fs, args); err != nil || len(pos) > 0 {
-		if err == nil {
-			fmt.Fprintln(stderr, unexpectedArg("serve", pos[0]))
-		}
+	if !parseFlagsOnly(fs, "serve", args, stderr) {
 		return exitUsage
 	}
 	path := config.Resolve(*cfg)
