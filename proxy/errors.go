@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -143,10 +144,15 @@ func writeError(w http.ResponseWriter, e *APIError) {
 	_, _ = w.Write(append(e.body(), '\n'))
 }
 
-// body is the envelope's JSON.
+// body is the envelope's JSON, without HTML escaping: a message's "<key>"
+// reads as <key> to a curl user, not \u003ckey\u003e (the SDKs decode
+// either; the body is never HTML).
 func (e *APIError) body() []byte {
-	b, _ := json.Marshal(errorBody{Error: errorObject{Message: e.Message, Type: e.Type, Code: e.Code, Param: e.Param, Review: e.Review, Violations: e.Violations}})
-	return b
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(errorBody{Error: errorObject{Message: e.Message, Type: e.Type, Code: e.Code, Param: e.Param, Review: e.Review, Violations: e.Violations}})
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
 }
 
 // parseNeedsReview reads back a 422 body written by body (a review

@@ -4,8 +4,10 @@ package proxy
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 )
@@ -277,5 +279,27 @@ func TestAssistantTurnWithoutContent(t *testing.T) {
 		if !strings.Contains(string(calls[0].Body), asst) {
 			t.Errorf("upstream body lacks the assistant turn as sent:\n%s", calls[0].Body)
 		}
+	}
+}
+
+// TestErrorEnvelopeNotHTMLEscaped: the envelope is JSON for clients, never
+// HTML, so a message reads as written: the 401's "Bearer <key>" came out
+// as "Bearer \u003ckey\u003e" in every curl, and a violation message's "&"
+// or ">" the same. The body still decodes to the same message.
+func TestErrorEnvelopeNotHTMLEscaped(t *testing.T) {
+	e := &APIError{Status: http.StatusUnauthorized, Type: typeAuth, Code: CodeInvalidAPIKey,
+		Message: "missing or invalid API key (send Authorization: Bearer <key>) & retry > 0"}
+	rec := httptest.NewRecorder()
+	writeError(rec, e)
+	body := rec.Body.String()
+	if !strings.Contains(body, `"message":"missing or invalid API key (send Authorization: Bearer <key>) & retry > 0"`) || strings.Contains(body, `\u003c`) {
+		t.Errorf("body %s, want the message as written", body)
+	}
+	if !strings.HasSuffix(body, "}\n") || strings.HasSuffix(body, "}\n\n") {
+		t.Errorf("body %q, want one JSON object and one newline", body)
+	}
+	var eb errorBody
+	if err := json.Unmarshal(rec.Body.Bytes(), &eb); err != nil || eb.Error.Message != e.Message {
+		t.Errorf("decoded %+v, %v", eb.Error, err)
 	}
 }
