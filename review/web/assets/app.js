@@ -13,6 +13,7 @@
   const REVIEWER = "contractd.reviewer"; // localStorage: a name, not a secret
   const PAGE = 50;
   const CHECK_DELAY = 250; // ms of quiet typing before /admin/check
+  const CHECK_RETRY_MAX = 15000; // ms: the longest wait before a failed check is sent again
 
   const $ = (id) => document.getElementById(id);
 
@@ -654,7 +655,21 @@
     state.checkTimer = setTimeout(() => runCheck(seq), delay);
   }
 
-  async function runCheck(seq) {
+  // retryable reports whether a failed /admin/check may pass when sent
+  // again unchanged: the server unreachable, busy or failing (5xx, 429,
+  // 408). A 4xx about the request itself (413, a 401 key) would fail again.
+  function retryable(err) {
+    if (!(err instanceof APIError)) return true;
+    return err.status >= 500 || err.status === 429 || err.status === 408;
+  }
+
+  // runCheck sends the editor's text to /admin/check; tries counts the
+  // failed sends before it. A retryable failure is shown as failed (approve
+  // disabled) and the same check sent again after 1, 2, 4 … s (at most
+  // CHECK_RETRY_MAX) until it answers: it stayed failed until the reviewer
+  // typed again. Typing, or another item, cancels the retry (checkSeq).
+  async function runCheck(seq, tries) {
+    tries = tries || 0;
     const it = state.item;
     if (!it) return;
     const text = $("editor").value;
@@ -669,7 +684,13 @@
       verdict = await api("POST", "/admin/check", { route: it.route, output: text, input: it.input });
     } catch (e) {
       if (seq !== state.checkSeq) return;
-      showCheck(false, "check failed: " + describe(e), []);
+      if (!retryable(e)) {
+        showCheck(false, "check failed: " + describe(e), [], "failed");
+        return;
+      }
+      const wait = Math.min(1000 * 2 ** tries, CHECK_RETRY_MAX);
+      showCheck(false, "check failed: " + describe(e) + "; checking again in " + wait / 1000 + " s", [], "failed");
+      state.checkTimer = setTimeout(() => runCheck(seq, tries + 1), wait);
       return;
     }
     if (seq !== state.checkSeq) return;
@@ -682,11 +703,13 @@
     showCheck(verdict.valid, verdict.valid ? "valid: passes the contract" : vs.length + " violation" + (vs.length === 1 ? "" : "s"), vs);
   }
 
-  function showCheck(valid, msg, vs) {
+  // showCheck shows a verdict (cls "ok" or "bad" by valid) or, with cls
+  // "failed", a check that got no verdict.
+  function showCheck(valid, msg, vs, cls) {
     state.checkValid = valid;
     const st = $("check-state");
     st.textContent = msg;
-    st.className = valid ? "ok" : "bad";
+    st.className = cls || (valid ? "ok" : "bad");
     const ul = $("check-violations");
     clear(ul);
     for (const v of vs) ul.appendChild(el("li", null, el("span", "rule", v.rule), " ", el("code", "path", v.path || "(root)"), " ", el("span", "msg", v.message)));

@@ -1,0 +1,82 @@
+package proxy
+
+// The reviewer page keeping its state true to the server's: a failed live
+// check is checked again by itself.
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/contractd/contractd/review"
+)
+
+// /admin/check failing (the connection dropped, then 503) shows a "check
+// failed" state with approve disabled, and the check is sent again without
+// any typing until it answers: approve is then enabled by the verdict.
+// Before, the failure stayed on screen until the reviewer typed again.
+func TestReviewPageCheckRetriesAfterFailure(t *testing.T) {
+	ps := newPageSite(t)
+	id := ps.needsReview(classifyReq)
+	var down atomic.Bool
+	var failed atomic.Int32
+	hook := func(w http.ResponseWriter, r *http.Request) bool {
+		if r.URL.Path != "/admin/check" || !down.Load() {
+			return false
+		}
+		if failed.Add(1)%2 == 1 {
+			// The server gone mid-request: the page's fetch rejects.
+			if hj, ok := w.(http.Hijacker); ok {
+				if c, _, err := hj.Hijack(); err == nil {
+					c.Close()
+					return true
+				}
+			}
+		}
+		writeError(w, errStoreDown)
+		return true
+	}
+	ps.hook.Store(&hook)
+	b := newBrowser(t)
+	b.open(ps.ts.URL, adminKey)
+	b.until(titleIs(id) + ` && document.getElementById("check-state").className === "bad"`)
+	b.do(chromedp.SendKeys(chromedp.CSS("#reviewer"), "ann"))
+
+	down.Store(true)
+	b.typeEditor(validClassify)
+	b.until(`document.getElementById("check-state").textContent.startsWith("check failed")`)
+	if !evalJS[bool](b, `document.getElementById("approve").disabled`) {
+		t.Fatalf("approve enabled after a failed check: %s", b.dump())
+	}
+	// a does nothing meanwhile.
+	b.key("a")
+	// Checked again with no typing: the failures go on counting.
+	seen := failed.Load()
+	for deadline := time.Now().Add(10 * time.Second); failed.Load() < seen+2 && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if n := failed.Load() - seen; n < 2 {
+		t.Fatalf("%d checks sent after the failure without typing, want it checked again: %s", n, b.dump())
+	}
+	if msg := evalJS[string](b, `document.getElementById("check-state").textContent`); !strings.Contains(msg, "check failed") ||
+		!strings.Contains(msg, "checking again") {
+		t.Fatalf("check state %q", msg)
+	}
+	if it, err := ps.store.Get(context.Background(), id); err != nil || it.Status != review.StatusPending {
+		t.Fatalf("approved while the check failed: %v %+v", err, it)
+	}
+	// The server is back: the next retry's verdict enables approve.
+	down.Store(false)
+	b.untilIn(`document.getElementById("check-state").className === "ok" && !document.getElementById("approve").disabled`, 20*time.Second)
+	b.key("a")
+	b.until(listLen + ` === 0`)
+	if it, err := ps.store.Get(context.Background(), id); err != nil || it.Status != review.StatusApproved {
+		t.Fatalf("%v %+v", err, it)
+	}
+	b.end(ps)
+}
