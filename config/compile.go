@@ -2,6 +2,7 @@ package config
 
 import (
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -61,14 +62,13 @@ func (p *Parsed) Compile() (*Runtime, error) { return p.compile(false) }
 func (p *Parsed) compile(offline bool) (*Runtime, error) {
 	ps := &problems{file: p.Path, lines: p.lines}
 	f := p.File
-	sum := sha256.Sum256(p.Raw)
 	rt := &Runtime{
-		Path: p.Path, SHA256: hex.EncodeToString(sum[:]),
+		Path:      p.Path,
 		Upstreams: map[string]*Upstream{}, Labels: map[string][]string{},
 		Prompts: map[string]*contracts.Prompt{}, Contracts: map[string]*contracts.Contract{},
 		Routes: map[string]*Route{},
 	}
-	c := &compiler{p: p, ps: ps, rt: rt}
+	c := &compiler{p: p, ps: ps, rt: rt, schemaBytes: map[string][]byte{}}
 	if abs, err := filepath.Abs(p.Path); err == nil {
 		rt.Files = append(rt.Files, abs)
 	}
@@ -90,7 +90,28 @@ func (p *Parsed) compile(offline bool) (*Runtime, error) {
 		return nil, e
 	}
 	rt.Warnings = slices.SortedStableFunc(slices.Values(ps.warns), compareProblems)
+	rt.SHA256 = loadedSHA(p.Raw, c.schemaBytes)
 	return rt, nil
+}
+
+// loadedSHA is the hash of what a Runtime was built from: the config
+// file's bytes, then each schema_file's bytes once, in the order of their
+// absolute paths, each preceded by its length (so no two sets of files
+// hash alike by moving bytes from one to the next). A change to a schema
+// file alone changes it, which the config's bytes alone would not.
+func loadedSHA(raw []byte, schemas map[string][]byte) string {
+	h := sha256.New()
+	var n [8]byte
+	write := func(b []byte) {
+		binary.BigEndian.PutUint64(n[:], uint64(len(b)))
+		h.Write(n[:])
+		h.Write(b)
+	}
+	write(raw)
+	for _, path := range slices.Sorted(maps.Keys(schemas)) {
+		write(schemas[path])
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }
 
 type compiler struct {
@@ -100,6 +121,9 @@ type compiler struct {
 	// contract schemas as decoded docs, for policy path checks
 	schemaDocs map[string]any
 	usedPrompt map[string]bool
+	// schemaBytes: each schema_file's bytes as read, by absolute path,
+	// for Runtime.SHA256.
+	schemaBytes map[string][]byte
 }
 
 func (c *compiler) abs(path string) string {
@@ -591,6 +615,7 @@ func (c *compiler) contracts() {
 				c.ps.add(schemaPath, "cannot read %s: %s%s", d.SchemaFile, cleanOSError(err), c.whereRelative(d.SchemaFile, err))
 				continue
 			}
+			c.schemaBytes[c.abs(d.SchemaFile)] = doc
 		case d.Schema.Kind != 0:
 			if doc, err = nodeJSON(&d.Schema); err != nil {
 				c.ps.add(schemaPath, "%v", err)

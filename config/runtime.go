@@ -14,7 +14,7 @@ import (
 // and swap it, and requests keep the one they started with.
 type Runtime struct {
 	Path      string // config file as given
-	SHA256    string // of the config file's bytes
+	SHA256    string // of what was loaded: the config file and every schema_file (loadedSHA)
 	Server    ServerSettings
 	Audit     AuditSettings
 	Review    ReviewSettings
