@@ -1,10 +1,13 @@
 package proxy
 
 // The reviewer page keeping its state true to the server's: a failed live
-// check is checked again by itself.
+// check is checked again by itself, and j walks past the loaded page into
+// the next one.
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -12,7 +15,9 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
 
+	"github.com/contractd/contractd/contracts"
 	"github.com/contractd/contractd/review"
 )
 
@@ -79,4 +84,48 @@ func TestReviewPageCheckRetriesAfterFailure(t *testing.T) {
 		t.Fatalf("%v %+v", err, it)
 	}
 	b.end(ps)
+}
+
+// j (and ↓) on the last loaded item loads the next page, as Load more
+// does, and selects the item after it; at the very end it does nothing.
+func TestReviewPageNextLoadsNextPage(t *testing.T) {
+	ps := newPageSite(t)
+	now := time.Now().UTC()
+	for i := range 53 {
+		addPendingItem(t, ps, fmt.Sprintf("req_next_%02d", i), "enum", now.Add(-time.Duration(i)*time.Second))
+	}
+	b := newBrowser(t)
+	b.open(ps.ts.URL, adminKey)
+	b.until(listLen + ` === 50 && !document.getElementById("more").hidden && ` + titleIs("req_next_00"))
+	b.do(chromedp.Click(chromedp.CSS("#item-49")))
+	b.until(titleIs("req_next_49"))
+	b.key("j")
+	b.until(listLen + ` === 53 && document.getElementById("more").hidden`)
+	b.until(titleIs("req_next_50"))
+	if id := selectedID(b); id != "req_next_50" {
+		t.Fatalf("selected %q after j past the page", id)
+	}
+	b.do(chromedp.Focus(chromedp.CSS("#items")), chromedp.KeyEvent(kb.ArrowDown))
+	b.until(titleIs("req_next_51"))
+	b.key("j")
+	b.until(titleIs("req_next_52"))
+	b.key("j") // the end: nothing more
+	time.Sleep(300 * time.Millisecond)
+	if n, id := evalJS[int](b, listLen), selectedID(b); n != 53 || id != "req_next_52" {
+		t.Fatalf("j at the end: %d items, %q selected", n, id)
+	}
+	b.end(ps)
+}
+
+// addPendingItem stores a pending item of the classify route made at at,
+// whose one attempt has one violation, of rule, at /intent.
+func addPendingItem(t *testing.T, ps *pageSite, id, rule string, at time.Time) {
+	t.Helper()
+	it := &review.Item{ID: id, Status: review.StatusPending, CreatedAt: at, Route: "classify",
+		Prompt: review.Ref{Name: "classify"}, Contract: review.Ref{Name: "classify_v1"}, Input: json.RawMessage(`"hi"`),
+		Request: json.RawMessage(classifyReq), Attempts: []review.Attempt{{Output: `{"intent":"x"}`,
+			AttemptReport: review.AttemptReport{Attempt: 1, Violations: []contracts.Violation{{Kind: "schema", Path: "/intent", Rule: rule, Message: "m"}}}}}}
+	if _, err := ps.store.Create(context.Background(), it, false); err != nil {
+		t.Fatal(err)
+	}
 }

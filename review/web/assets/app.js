@@ -28,6 +28,7 @@
     checkValid: false, // the editor's text passed the contract and is JSON
     busy: false, // a resolution is in flight
     listSeq: 0,
+    more: null, // the promise of the next page on its way (loadMore)
   };
 
   // ------------------------------------------------------------ DOM helpers
@@ -550,10 +551,27 @@
     return !!it && state.sel >= 0 && state.sel < state.items.length && state.items[state.sel].id === it.id;
   }
 
-  function move(d) {
+  // move selects the item d places from the selected one. Past the last
+  // item loaded, when the server has more (a cursor), it loads the next
+  // page first, as Load more does: j stopped at the end of the page.
+  async function move(d) {
     if (!state.items.length) return;
+    if (state.sel + d >= state.items.length && state.cursor) {
+      const from = state.sel;
+      const id = from >= 0 ? state.items[from].id : null;
+      await loadMore();
+      // Moved, or another list read, meanwhile: that one stands.
+      if (state.sel !== from || (id !== null && (!state.items[from] || state.items[from].id !== id))) return;
+    }
     const i = Math.min(Math.max(state.sel + d, 0), state.items.length - 1);
     if (i !== state.sel) select(i);
+  }
+
+  // loadMore loads the page after the loaded ones; while one is on its
+  // way, another call waits for that one rather than asking again.
+  function loadMore() {
+    if (!state.more) state.more = loadList(true).finally(() => (state.more = null));
+    return state.more;
   }
 
   // --------------------------------------------------------------- detail
@@ -882,7 +900,7 @@
       loadList(false);
     });
     $("f-status").addEventListener("change", () => loadList(false));
-    $("more").addEventListener("click", () => loadList(true));
+    $("more").addEventListener("click", () => loadMore());
     $("items").addEventListener("click", (ev) => {
       const li = ev.target.closest("li[data-index]");
       if (li) select(Number(li.dataset.index));
