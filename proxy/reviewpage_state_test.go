@@ -1,8 +1,8 @@
 package proxy
 
 // The reviewer page keeping its state true to the server's: a failed live
-// check is checked again by itself, and j walks past the loaded page into
-// the next one.
+// check is checked again by itself, j walks past the loaded page into the
+// next one, and e acts only on the item shown.
 
 import (
 	"context"
@@ -114,6 +114,48 @@ func TestReviewPageNextLoadsNextPage(t *testing.T) {
 	if n, id := evalJS[int](b, listLen), selectedID(b); n != 53 || id != "req_next_52" {
 		t.Fatalf("j at the end: %d items, %q selected", n, id)
 	}
+	b.end(ps)
+}
+
+// e while the selected item loads does not focus the editor of the item
+// still on screen (typing there would edit the wrong item); once the item
+// is shown, e focuses its editor.
+func TestReviewPageEditKeyWaitsForItem(t *testing.T) {
+	ps := newPageSite(t)
+	older := ps.needsReview(classifyReq)
+	newer := ps.needsReview(classifyReq)
+	release := make(chan struct{})
+	hook := func(w http.ResponseWriter, r *http.Request) bool {
+		if r.Method == "GET" && r.URL.Path == "/admin/reviews/"+older {
+			select {
+			case <-release:
+			case <-r.Context().Done():
+			}
+		}
+		return false
+	}
+	ps.hook.Store(&hook)
+	released := false
+	defer func() {
+		if !released {
+			close(release)
+		}
+	}()
+	b := newBrowser(t)
+	b.open(ps.ts.URL, adminKey)
+	b.until(titleIs(newer))
+	b.key("j")
+	b.until(fmt.Sprintf(`document.querySelector('#items li[aria-selected="true"] .id').textContent === %q`, older))
+	b.do(chromedp.KeyEvent("e"))
+	time.Sleep(200 * time.Millisecond)
+	if f := evalJS[string](b, focused); f != "items" {
+		t.Fatalf("e while %s loads put the focus on %s (the detail shows %q)", older, f, evalJS[string](b, `document.getElementById("d-title").textContent`))
+	}
+	close(release)
+	released = true
+	b.until(titleIs(older))
+	b.do(chromedp.KeyEvent("e"))
+	b.until(`document.activeElement === document.getElementById("editor")`)
 	b.end(ps)
 }
 

@@ -854,7 +854,9 @@
       a: () => act("approve"),
       r: () => act("reject"),
       u: () => act("rerun"),
-      e: () => state.item && !$("d-actions").hidden && $("editor").focus(),
+      // Only on the item shown as selected: while the next one loads the
+      // editor on screen is the item's before it (as a, r and u do nothing).
+      e: () => shown() && !$("d-actions").hidden && $("editor").focus(),
       "/": () => $("f-route").focus(),
     }[k];
     if (!go) return;
