@@ -2,7 +2,8 @@ package proxy
 
 // The reviewer page keeping its state true to the server's: a failed live
 // check is checked again by itself, j walks past the loaded page into the
-// next one, and e acts only on the item shown.
+// next one, e acts only on the item shown, and the list's rule summary
+// follows a rerun's attempts.
 
 import (
 	"context"
@@ -156,6 +157,43 @@ func TestReviewPageEditKeyWaitsForItem(t *testing.T) {
 	b.until(titleIs(older))
 	b.do(chromedp.KeyEvent("e"))
 	b.until(`document.activeElement === document.getElementById("editor")`)
+	b.end(ps)
+}
+
+// A rerun that still fails adds attempts with other rules: the list's
+// rule summary of the item shows them (before, it kept the rules of the
+// attempts the list was read with).
+func TestReviewPageRuleSummaryAfterRerun(t *testing.T) {
+	ps := newPageSite(t)
+	addPendingItem(t, ps, "req_rules_1", "enum", time.Now().UTC())
+	b := newBrowser(t)
+	b.open(ps.ts.URL, adminKey)
+	b.until(titleIs("req_rules_1") + ` && !document.getElementById("rerun").disabled`)
+	const rules = `document.querySelector('#items li[aria-selected="true"] .rules').textContent`
+	if got := evalJS[string](b, rules); got != "enum" {
+		t.Fatalf("rule summary %q before the rerun", got)
+	}
+	b.key("u")
+	b.until(`document.querySelectorAll("#d-attempts .attempt").length === 3`)
+	it, err := ps.store.Get(context.Background(), "req_rules_1")
+	if err != nil || it.Status != review.StatusPending || len(it.Attempts) != 3 {
+		t.Fatalf("%v %+v", err, it)
+	}
+	var want []string
+	for _, a := range it.Attempts {
+		for _, v := range a.Violations {
+			if !strings.Contains(strings.Join(want, "\x00")+"\x00", v.Rule+"\x00") {
+				want = append(want, v.Rule)
+			}
+		}
+	}
+	if len(want) < 2 {
+		t.Fatalf("the rerun added no rule: %v", want)
+	}
+	b.until(fmt.Sprintf(`%s === %q`, rules, strings.Join(want, ", ")))
+	// Read again from the server (j, k), the summary is the same.
+	b.key("k")
+	b.until(fmt.Sprintf(`%s === %q && %s`, rules, strings.Join(want, ", "), titleIs("req_rules_1")))
 	b.end(ps)
 }
 

@@ -484,26 +484,41 @@
   function renderList() {
     const ul = $("items");
     clear(ul);
-    state.items.forEach((it, n) => {
-      const rules = [];
-      for (const a of it.attempts || []) for (const v of a.violations || []) if (!rules.includes(v.rule)) rules.push(v.rule);
-      const li = el(
-        "li",
-        "item " + it.status,
-        el("span", "id", it.id),
-        el("span", "route", it.route),
-        el("span", "contract", it.contract && it.contract.name),
-        el("span", "time", when(it.created_at)),
-        el("span", "rules", rules.join(", ")),
-      );
-      li.setAttribute("role", "option");
-      li.id = "item-" + n;
-      li.dataset.index = String(n);
-      li.setAttribute("aria-selected", n === state.sel ? "true" : "false");
-      ul.appendChild(li);
-    });
+    state.items.forEach((it, n) => ul.appendChild(entry(it, n)));
     $("empty").hidden = state.items.length > 0;
     $("more").hidden = !state.cursor;
+  }
+
+  // entry is item it's line in the list, at index n: its rule summary is
+  // every rule its attempts broke, in order.
+  function entry(it, n) {
+    const rules = [];
+    for (const a of it.attempts || []) for (const v of a.violations || []) if (!rules.includes(v.rule)) rules.push(v.rule);
+    const li = el(
+      "li",
+      "item " + it.status,
+      el("span", "id", it.id),
+      el("span", "route", it.route),
+      el("span", "contract", it.contract && it.contract.name),
+      el("span", "time", when(it.created_at)),
+      el("span", "rules", rules.join(", ")),
+    );
+    li.setAttribute("role", "option");
+    li.id = "item-" + n;
+    li.dataset.index = String(n);
+    li.setAttribute("aria-selected", n === state.sel ? "true" : "false");
+    return li;
+  }
+
+  // refresh puts it, as read now (fetched whole, or a rerun's answer), in
+  // place of item i of the list, so its line (status, rule summary) is
+  // the item's now: a rerun's attempts, another reviewer's resolution.
+  function refresh(i, it) {
+    if (i < 0 || i >= state.items.length || state.items[i].id !== it.id) return;
+    const { request: _, ...listed } = it; // lists omit request
+    state.items[i] = listed;
+    const ul = $("items");
+    if (ul.children[i]) ul.replaceChild(entry(listed, i), ul.children[i]);
   }
 
   function when(t) {
@@ -531,11 +546,7 @@
     try {
       const it = await api("GET", "/admin/reviews/" + encodeURIComponent(id));
       if (state.sel !== i || state.items[i].id !== id) return; // moved on meanwhile
-      if (it.status !== state.items[i].status) {
-        // resolved since the list was read (by another reviewer)
-        state.items[i] = it;
-        if (ul.children[i]) ul.children[i].className = "item " + it.status;
-      }
+      refresh(i, it); // resolved or rerun since the list was read
       showError("");
       showDetail(it);
     } catch (e) {
@@ -772,6 +783,7 @@
       showError("");
       if (out.status === "pending") {
         notice("rerun of " + it.id + " still fails the contract; its new attempts are below");
+        refresh(state.items.findIndex((x) => x.id === it.id), out);
         if (state.item && state.item.id === it.id) showDetail(out);
       } else {
         notice(it.id + " " + out.status + (out.resolution && out.resolution.by === "rerun" ? " by rerun" : ""));
