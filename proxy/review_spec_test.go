@@ -98,6 +98,49 @@ func TestReviewResolvedAuditLines(t *testing.T) {
 	}
 }
 
+// Webhook deliveries past OutboxPurgeAfter are deleted by Run with no
+// webhook configured (no RunWebhook): the deliveries of a webhook removed
+// from the config stayed in the outbox for ever. Newer ones stay.
+func TestRunPurgesOldDeliveries(t *testing.T) {
+	defer noLeaks(t)()
+	rh := newReviewHarness(t)
+	ctx := context.Background()
+	for _, id := range []string{"a", "b", "c"} {
+		if _, err := rh.store.Create(ctx, storetest.NewItem(id, "classify", time.Now()), true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(300 * time.Millisecond)
+	if _, err := rh.store.Create(ctx, storetest.NewItem("fresh", "classify", time.Now()), true); err != nil {
+		t.Fatal(err)
+	}
+	rh.q.OutboxPurgeAfter = 200 * time.Millisecond
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { rh.q.Run(rctx); close(done) }()
+	deadline := time.Now().Add(5 * time.Second)
+	var left []review.Delivery
+	for {
+		var err error
+		// Claimed an hour ahead so nothing is hidden by a lease; not
+		// finished, so the purge's work is what is seen.
+		left, err = rh.store.ClaimDeliveries(ctx, time.Now().Add(time.Hour), 100, time.Nanosecond)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(left) < 4 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	<-done
+	if len(left) != 1 || left[0].ReviewID != "fresh" {
+		t.Fatalf("outbox holds %+v, want the fresh item's delivery alone", left)
+	}
+	rh.shutdown()
+}
+
 // Resolved items older than review.retention are deleted;
 // pending items never are. The store's DeleteResolvedBefore is proven in
 // review/storetest; this proves the queue's Run applies it.

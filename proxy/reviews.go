@@ -53,6 +53,10 @@ type ReviewQueue struct {
 	// Retry is how often Run retries opening the store and draining the
 	// spool.
 	Retry time.Duration
+	// OutboxPurgeAfter: webhook deliveries older than this are deleted by
+	// Run, hourly, whether a webhook is configured or not (0:
+	// DefaultOutboxPurgeAfter).
+	OutboxPurgeAfter time.Duration
 
 	open  func(context.Context) (review.Store, error)
 	store atomic.Pointer[review.Store]
@@ -181,12 +185,26 @@ func (q *ReviewQueue) get(ctx context.Context, id string) (*review.Item, error) 
 	return nil, review.ErrNotFound
 }
 
-// Run reopens the store when needed, drains the spool into it and deletes
-// resolved items past retention, until ctx ends.
+// DefaultOutboxPurgeAfter is the age past which Run deletes a webhook
+// delivery: the 24 h delivery window (Webhook.MaxAge) and two hours more.
+// A running webhook worker retries at most an hour apart, so it has
+// claimed and given up (logged, contractd_webhook_deliveries_total
+// {result="expired"}) each of its own by then; what is left is what no
+// worker will claim, such as the deliveries of a webhook removed from the
+// config, which stayed in the outbox for ever.
+const DefaultOutboxPurgeAfter = 26 * time.Hour
+
+// Run reopens the store when needed, drains the spool into it, deletes
+// resolved items past retention and webhook deliveries past
+// OutboxPurgeAfter, until ctx ends.
 func (q *ReviewQueue) Run(ctx context.Context) {
 	t := time.NewTicker(q.Retry)
 	defer t.Stop()
-	var lastRetention time.Time
+	var lastRetention, lastPurge time.Time
+	purgeAfter := q.OutboxPurgeAfter
+	if purgeAfter <= 0 {
+		purgeAfter = DefaultOutboxPurgeAfter
+	}
 	for {
 		if st := q.tryOpen(ctx); st != nil {
 			if q.Spool.Pending() {
@@ -204,6 +222,16 @@ func (q *ReviewQueue) Run(ctx context.Context) {
 					lastRetention = time.Now()
 					if n > 0 {
 						q.Log.Info("review retention cleanup", "deleted", n)
+					}
+				}
+			}
+			if time.Since(lastPurge) > time.Hour {
+				if n, err := st.DeleteDeliveriesBefore(ctx, time.Now().Add(-purgeAfter)); err != nil {
+					q.Log.Warn("webhook outbox purge failed", "error", err.Error())
+				} else {
+					lastPurge = time.Now()
+					if n > 0 {
+						q.Log.Info("webhook outbox purge: deliveries past the delivery window deleted", "deleted", n)
 					}
 				}
 			}

@@ -734,6 +734,34 @@ const pgRetention = `DELETE FROM reviews WHERE id = ANY (ARRAY(SELECT id FROM re
 	WHERE status = $1 AND COALESCE(resolved_ns, created_ns) < $2
 	ORDER BY COALESCE(resolved_ns, created_ns), id LIMIT $3))`
 
+// DeleteDeliveriesBefore deletes in batches of pgRetentionBatch deliveries,
+// each its own statement under its own deadline, as DeleteResolvedBefore
+// does.
+func (s *Postgres) DeleteDeliveriesBefore(ctx context.Context, t time.Time) (int, error) {
+	total := 0
+	for {
+		n, err := func() (int, error) {
+			ctx, cancel := s.opCtx(ctx)
+			defer cancel()
+			tag, err := s.pool.Exec(ctx, pgOutboxPurge, t.UnixNano(), s.retentionBatch)
+			return int(tag.RowsAffected()), err
+		}()
+		total += n
+		if err != nil {
+			return total, fmt.Errorf("review store: outbox purge: %w", err)
+		}
+		if n < s.retentionBatch {
+			return total, nil
+		}
+	}
+}
+
+// pgOutboxPurge deletes one batch of deliveries created before a time,
+// oldest first, found by webhook_outbox_created and then by primary key
+// (TestPostgresListPlans), in the form pgRetention takes.
+const pgOutboxPurge = `DELETE FROM webhook_outbox WHERE id = ANY (ARRAY(SELECT id FROM webhook_outbox
+	WHERE created_ns < $1 ORDER BY created_ns LIMIT $2))`
+
 // ClaimDeliveries leases due deliveries in one statement: SKIP LOCKED lets
 // replicas claiming at the same moment take disjoint rows instead of
 // waiting on each other, and the lease (next_ns moved ahead) hides the

@@ -58,7 +58,7 @@ func pgExplain(t *testing.T, s *Postgres, q string, args []any) string {
 }
 
 // Every list filter combination, first page and a later one, and export,
-// retention and the pending gauge are served by an index: no sequential
+// retention, the outbox purge and the pending gauge are served by an index: no sequential
 // scan of reviews or review_rules (PostgreSQL's planner, on 50,000 items).
 func TestPostgresListPlans(t *testing.T) {
 	s, err := OpenPostgres(context.Background(), testkit.PostgresDSN(t), PostgresOptions{})
@@ -111,6 +111,16 @@ func TestPostgresListPlans(t *testing.T) {
 		for _, st := range []Status{StatusApproved, StatusRejected} {
 			check(t, pgExplain(t, s, pgRetention, []any{string(st), since.Add(-20 * time.Hour).UnixNano(), pgRetentionBatch}))
 		}
+	})
+	t.Run("outbox-purge", func(t *testing.T) {
+		// A delivery per item, as a receiver that never answered leaves them.
+		for _, q := range []string{`INSERT INTO webhook_outbox (id, type, review_id, body, created_ns, next_ns, tries)
+			SELECT 'wh' || id, 'review.created', id, '\x7b7d', created_ns, created_ns + 3600000000000, 30 FROM reviews`, `ANALYZE webhook_outbox`} {
+			if _, err := s.pool.Exec(context.Background(), q); err != nil {
+				t.Fatal(err)
+			}
+		}
+		check(t, pgExplain(t, s, pgOutboxPurge, []any{since.Add(-2 * time.Hour).UnixNano(), pgRetentionBatch}))
 	})
 	t.Run("dedupe", func(t *testing.T) {
 		// The sync's poll: the last half second's items.

@@ -122,18 +122,36 @@ func TestSQLiteListPlans(t *testing.T) {
 	}
 }
 
-// Export, retention and the pending gauge read indexes too.
+// populateOutbox writes a delivery for each of the store's items, created
+// with the item, as a webhook receiver that never answered leaves them.
+func populateOutbox(tb testing.TB, s *SQLite) {
+	tb.Helper()
+	for _, q := range []string{
+		`INSERT INTO webhook_outbox (id, type, review_id, body, created_ns, next_ns, tries)
+		SELECT 'wh' || id, 'review.created', id, x'7b7d', created_ns, created_ns + 3600000000000, 30 FROM reviews`,
+		`ANALYZE`,
+	} {
+		if _, err := s.w.Exec(q); err != nil {
+			tb.Fatalf("populate outbox: %v", err)
+		}
+	}
+}
+
+// Export, retention, the outbox purge and the pending gauge read indexes
+// too.
 func TestSQLiteOtherPlans(t *testing.T) {
 	s := populatedSQLite(t)
+	populateOutbox(t, s)
 	since := time.Now().Add(-time.Hour)
 	type query struct {
 		q    string
 		args []any
 	}
 	cases := map[string]query{
-		"pending":     {`SELECT route, count(*) FROM reviews WHERE status = ? GROUP BY route`, []any{"pending"}},
-		"retention":   {sqlRetention, []any{"approved", since.UnixNano(), retentionBatch}},
-		"dedupe-sync": {sqlRecentDedupe, []any{since.UnixNano(), since.UnixNano(), 1000}},
+		"pending":      {`SELECT route, count(*) FROM reviews WHERE status = ? GROUP BY route`, []any{"pending"}},
+		"retention":    {sqlRetention, []any{"approved", since.UnixNano(), retentionBatch}},
+		"dedupe-sync":  {sqlRecentDedupe, []any{since.UnixNano(), since.UnixNano(), 1000}},
+		"outbox-purge": {sqlOutboxPurge, []any{since.UnixNano(), retentionBatch}},
 	}
 	for _, f := range []ExportFilter{
 		{Status: StatusApproved},

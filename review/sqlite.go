@@ -917,6 +917,28 @@ const sqlRetention = `DELETE FROM reviews WHERE rowid IN (SELECT rowid FROM revi
 	WHERE status = ? AND COALESCE(resolved_ns, created_ns) < ?
 	ORDER BY COALESCE(resolved_ns, created_ns), id LIMIT ?)`
 
+// DeleteDeliveriesBefore deletes in batches of retentionBatch deliveries,
+// each its own transaction on the writer, as DeleteResolvedBefore does.
+func (s *SQLite) DeleteDeliveriesBefore(ctx context.Context, t time.Time) (int, error) {
+	total := 0
+	for {
+		res, err := s.w.ExecContext(ctx, sqlOutboxPurge, t.UnixNano(), s.retentionBatch)
+		if err != nil {
+			return total, err
+		}
+		n, _ := res.RowsAffected()
+		total += int(n)
+		if n < int64(s.retentionBatch) {
+			return total, nil
+		}
+	}
+}
+
+// sqlOutboxPurge deletes one batch of deliveries created before a time,
+// oldest first, found by webhook_outbox_created (TestSQLiteOtherPlans).
+const sqlOutboxPurge = `DELETE FROM webhook_outbox WHERE rowid IN (SELECT rowid FROM webhook_outbox
+	WHERE created_ns < ? ORDER BY created_ns LIMIT ?)`
+
 func (s *SQLite) ClaimDeliveries(ctx context.Context, now time.Time, limit int, lease time.Duration) ([]Delivery, error) {
 	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {

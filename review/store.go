@@ -45,6 +45,12 @@ type Store interface {
 	ClaimDeliveries(ctx context.Context, now time.Time, limit int, lease time.Duration) ([]Delivery, error)
 	// FinishDelivery deletes a delivery (done) or schedules its next try.
 	FinishDelivery(ctx context.Context, id string, done bool, retryAt time.Time) error
+	// DeleteDeliveriesBefore deletes webhook deliveries created before t,
+	// oldest first, in batches (each its own transaction, as retention's),
+	// whether or not a worker would post them: deliveries past the delivery
+	// window are given up anyway, and those of a webhook removed from the
+	// config are claimed by no worker at all.
+	DeleteDeliveriesBefore(ctx context.Context, t time.Time) (int, error)
 	// RecentDedupe returns the dedupe windows of items created at or after
 	// since that are still open at now (Until after now), oldest first
 	// (created, then id), at most limit. Items answer whatever their

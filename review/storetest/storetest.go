@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sort"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -588,6 +589,57 @@ var behaviours = []struct {
 		must(t, err)
 		if len(recs) != 1 || recs[0].Key != "k" || string(recs[0].Answer) != `{"n":1}` {
 			t.Fatalf("%+v", recs)
+		}
+	}},
+	{"webhook outbox: deliveries created before a time are purged, in batches, whatever their state", func(t *testing.T, s review.Store) {
+		for i := range 3 {
+			_, err := s.Create(ctx(), NewItem(fmt.Sprintf("old%d", i), "a", base), true)
+			must(t, err)
+		}
+		// One old delivery claimed (leased) and one retried: both go too.
+		claimed, err := s.ClaimDeliveries(ctx(), time.Now(), 2, time.Minute)
+		must(t, err)
+		if len(claimed) != 2 {
+			t.Fatalf("claimed %d", len(claimed))
+		}
+		must(t, s.FinishDelivery(ctx(), claimed[1].ID, false, time.Now().Add(time.Hour)))
+		time.Sleep(2 * time.Millisecond)
+		cut := time.Now()
+		time.Sleep(2 * time.Millisecond)
+		for i := range 4 {
+			_, err := s.Create(ctx(), NewItem(fmt.Sprintf("new%d", i), "a", base), true)
+			must(t, err)
+		}
+		n, err := s.DeleteDeliveriesBefore(ctx(), cut)
+		must(t, err)
+		if n != 3 {
+			t.Fatalf("purged %d, want the 3 created before the cut", n)
+		}
+		left, err := s.ClaimDeliveries(ctx(), time.Now().Add(2*time.Hour), 100, time.Minute)
+		must(t, err)
+		var ids []string
+		for _, d := range left {
+			if d.CreatedAt.Before(cut) {
+				t.Errorf("delivery %s of %s created %v, before the cut, was kept", d.ID, d.ReviewID, d.CreatedAt)
+			}
+			ids = append(ids, d.ReviewID)
+		}
+		sort.Strings(ids)
+		eq(t, "kept", ids, []string{"new0", "new1", "new2", "new3"})
+		// More than one batch (SmallBatches: 3), and nothing left to purge.
+		n, err = s.DeleteDeliveriesBefore(ctx(), time.Now().Add(3*time.Hour))
+		must(t, err)
+		if n != 4 {
+			t.Fatalf("purged %d, want 4", n)
+		}
+		n, err = s.DeleteDeliveriesBefore(ctx(), time.Now().Add(3*time.Hour))
+		must(t, err)
+		if n != 0 {
+			t.Fatalf("purged %d of an empty outbox", n)
+		}
+		// The items stay.
+		if _, err := s.Get(ctx(), "old0"); err != nil {
+			t.Fatal(err)
 		}
 	}},
 	{"no webhook rows without webhook", func(t *testing.T, s review.Store) {
