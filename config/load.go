@@ -97,7 +97,7 @@ func ParseBytes(path string, raw []byte) (*Parsed, error) {
 			"YAML aliases expand the config to more than %d values (an alias bomb?): write the repeated part out, or alias it fewer times", maxExpandedNodes(root))}}}
 	}
 	f := &File{}
-	decodeNode(root, reflect.ValueOf(f).Elem(), "", ps)
+	decodeNode(root, reflect.ValueOf(f).Elem(), "", ps, false)
 	if len(ps.errs) > 0 {
 		return nil, ps.error()
 	}
@@ -188,8 +188,13 @@ var envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
 
 // decodeNode decodes n into v strictly: unknown keys, wrong types and bad
 // scalars become problems at their key path; yaml.Node fields keep the raw
-// node (inline schemas and example inputs, case preserved).
-func decodeNode(n *yaml.Node, v reflect.Value, path string, ps *problems) {
+// node (inline schemas and example inputs, case preserved). With env, its
+// string scalars get ${VAR} expansion (expandEnv) as they are decoded, so a
+// value merged in (<<: *x) or aliased (*x) is expanded exactly as one
+// written in place, and only where it is used: the anchored node itself is
+// never changed, so the same anchor used outside server, audit and
+// upstreams stays as written.
+func decodeNode(n *yaml.Node, v reflect.Value, path string, ps *problems, env bool) {
 	if path != "" {
 		if _, seen := ps.lines[path]; !seen {
 			ps.lines[path] = n.Line
@@ -197,6 +202,9 @@ func decodeNode(n *yaml.Node, v reflect.Value, path string, ps *problems) {
 	}
 	if n.Kind == yaml.AliasNode {
 		n = n.Alias
+	}
+	if env && n.Kind == yaml.ScalarNode {
+		n = expandEnv(n, path, ps)
 	}
 	if v.Type() == nodeType {
 		v.Set(reflect.ValueOf(*n))
@@ -208,7 +216,7 @@ func decodeNode(n *yaml.Node, v reflect.Value, path string, ps *problems) {
 	switch v.Kind() {
 	case reflect.Pointer:
 		p := reflect.New(v.Type().Elem())
-		decodeNode(n, p.Elem(), path, ps)
+		decodeNode(n, p.Elem(), path, ps, env)
 		v.Set(p)
 	case reflect.Struct:
 		if n.Kind != yaml.MappingNode {
@@ -245,10 +253,13 @@ func decodeNode(n *yaml.Node, v reflect.Value, path string, ps *problems) {
 				continue
 			}
 			seen[k.Value] = true
-			if path == "" && expandSections[k.Value] {
-				expandEnv(val, kp, ps)
-			}
-			decodeNode(val, v.Field(fi), kp, ps)
+			// The value of a key ending in _env is left as written: it
+			// names a variable, and expanding it would put that
+			// variable's value, often the very key it names (api_key_env:
+			// ${OPENAI_API_KEY}), into the "not an environment variable
+			// name" problem that validate prints and serve logs.
+			childEnv := (env || path == "" && expandSections[k.Value]) && !strings.HasSuffix(k.Value, "_env")
+			decodeNode(val, v.Field(fi), kp, ps, childEnv)
 		}
 	case reflect.Slice:
 		if n.Kind != yaml.SequenceNode {
@@ -257,7 +268,7 @@ func decodeNode(n *yaml.Node, v reflect.Value, path string, ps *problems) {
 		}
 		s := reflect.MakeSlice(v.Type(), len(n.Content), len(n.Content))
 		for i, c := range n.Content {
-			decodeNode(c, s.Index(i), index(path, i), ps)
+			decodeNode(c, s.Index(i), index(path, i), ps, env)
 		}
 		v.Set(s)
 	default:
@@ -436,52 +447,38 @@ func kindName(k yaml.Kind) string {
 	return "value"
 }
 
-// expandEnv replaces ${VAR} in every string scalar under n. An unset
-// variable is a problem, reported at the key that uses it. The value of a
-// key ending in _env is left as written: it names a variable, and
-// expanding it would put that variable's value, often the very key it names
-// (api_key_env: ${OPENAI_API_KEY}), into the "not an environment variable
-// name" problem that validate prints and serve logs.
-func expandEnv(n *yaml.Node, path string, ps *problems) {
-	switch n.Kind {
-	case yaml.ScalarNode:
-		if n.Tag != "!!str" || !strings.Contains(n.Value, "${") {
-			return
+// expandEnv returns the scalar n with ${VAR} replaced (n itself when it
+// holds none; a copy otherwise, so an anchored node shared by several
+// places is never changed). An unset variable is a problem, reported at
+// the key that uses it.
+func expandEnv(n *yaml.Node, path string, ps *problems) *yaml.Node {
+	if n.Tag != "!!str" || !strings.Contains(n.Value, "${") {
+		return n
+	}
+	c := *n
+	c.Value = envRef.ReplaceAllStringFunc(n.Value, func(m string) string {
+		name := m[2 : len(m)-1]
+		val, ok := os.LookupEnv(name)
+		if !ok {
+			ps.lines[path] = n.Line
+			ps.add(path, "environment variable %s is not set", name)
 		}
-		n.Value = envRef.ReplaceAllStringFunc(n.Value, func(m string) string {
-			name := m[2 : len(m)-1]
-			val, ok := os.LookupEnv(name)
-			if !ok {
-				ps.lines[path] = n.Line
-				ps.add(path, "environment variable %s is not set", name)
-			}
-			return val
-		})
-		// An unquoted ${VAR} is typed by what it expands to, as if that
-		// had been written there: max_connections: ${MAX_CONN} holding
-		// 2048 is the integer 2048, not a string the integer field
-		// refuses. Only numbers and booleans are retyped (a string field
-		// takes any scalar as written, and an empty expansion must not
-		// turn into YAML null, which would read as the key left out);
-		// a quoted "${VAR}" stays a string.
-		if n.Style == 0 {
-			switch tag := (&yaml.Node{Kind: yaml.ScalarNode, Value: n.Value}).ShortTag(); tag {
-			case "!!int", "!!float", "!!bool":
-				n.Tag = tag
-			}
-		}
-	case yaml.MappingNode:
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			if strings.HasSuffix(n.Content[i].Value, "_env") {
-				continue
-			}
-			expandEnv(n.Content[i+1], join(path, n.Content[i].Value), ps)
-		}
-	case yaml.SequenceNode:
-		for i, c := range n.Content {
-			expandEnv(c, index(path, i), ps)
+		return val
+	})
+	// An unquoted ${VAR} is typed by what it expands to, as if that
+	// had been written there: max_connections: ${MAX_CONN} holding
+	// 2048 is the integer 2048, not a string the integer field
+	// refuses. Only numbers and booleans are retyped (a string field
+	// takes any scalar as written, and an empty expansion must not
+	// turn into YAML null, which would read as the key left out);
+	// a quoted "${VAR}" stays a string.
+	if c.Style == 0 {
+		switch tag := (&yaml.Node{Kind: yaml.ScalarNode, Value: c.Value}).ShortTag(); tag {
+		case "!!int", "!!float", "!!bool":
+			c.Tag = tag
 		}
 	}
+	return &c
 }
 
 // nodeJSON converts a YAML node to JSON, keeping mapping key order (so
