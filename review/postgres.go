@@ -61,7 +61,19 @@ type PostgresOptions struct {
 	// OpTimeout bounds each store call whose context has no deadline
 	// (default 10s), so a hung server cannot hold a request forever.
 	OpTimeout time.Duration
+	// MigrateTimeout bounds the migrations at open (default
+	// DefaultMigrateTimeout): waiting for the advisory lock while another
+	// replica migrates, then applying what is left. It is not OpTimeout's:
+	// a migration that rewrites a table of a million items takes minutes,
+	// and a replica waiting for it waits as long.
+	MigrateTimeout time.Duration
 }
+
+// DefaultMigrateTimeout is PostgresOptions.MigrateTimeout's default. The
+// migrations had 3 x OpTimeout (30 s) for the lock wait and every
+// migration together, so one that rewrote a large table rolled back at
+// every start and never applied.
+const DefaultMigrateTimeout = 30 * time.Minute
 
 // notifyChannel carries the ids of resolved items.
 const notifyChannel = "contractd_review_resolved"
@@ -155,6 +167,9 @@ func OpenPostgres(ctx context.Context, dsn string, opts PostgresOptions) (*Postg
 	if opts.OpTimeout == 0 {
 		opts.OpTimeout = 10 * time.Second
 	}
+	if opts.MigrateTimeout == 0 {
+		opts.MigrateTimeout = DefaultMigrateTimeout
+	}
 	if cfg.ConnConfig.ConnectTimeout == 0 {
 		// An unreachable host must not hold serve's start (it spools and
 		// retries instead).
@@ -172,7 +187,7 @@ func OpenPostgres(ctx context.Context, dsn string, opts PostgresOptions) (*Postg
 	}
 	// The statements above name the tables: migrate on a plain connection
 	// first, so AfterConnect never prepares against a missing schema.
-	if err := migratePostgres(ctx, cfg.ConnConfig.Copy(), opts.OpTimeout); err != nil {
+	if err := migratePostgres(ctx, cfg.ConnConfig.Copy(), opts.MigrateTimeout); err != nil {
 		return nil, err
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
@@ -206,15 +221,17 @@ func OpenPostgres(ctx context.Context, dsn string, opts PostgresOptions) (*Postg
 // migratePostgres applies the embedded migrations not yet recorded. A
 // session advisory lock serialises replicas starting together; each
 // migration commits with its version row, so one that fails half way is
-// retried whole by the next start.
-func migratePostgres(ctx context.Context, cc *pgx.ConnConfig, timeout time.Duration) error {
-	// Waiting for another replica's migration is part of the budget.
-	ctx, cancel := context.WithTimeout(ctx, 3*timeout)
-	defer cancel()
+// retried whole by the next start. Connecting is bounded by the
+// connection's ConnectTimeout (5 s unless the DSN says); waiting for the
+// lock and migrating have budget together, so a replica waits for
+// another's migration as long as that one may take.
+func migratePostgres(ctx context.Context, cc *pgx.ConnConfig, budget time.Duration) error {
 	conn, err := pgx.ConnectConfig(ctx, cc)
 	if err != nil {
 		return fmt.Errorf("review store: postgres: %w", err)
 	}
+	ctx, cancel := context.WithTimeout(ctx, budget)
+	defer cancel()
 	defer conn.Close(context.WithoutCancel(ctx))
 	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1)`, migrateLockKey); err != nil {
 		return fmt.Errorf("review store: migration lock: %w", err)
