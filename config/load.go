@@ -31,14 +31,24 @@ const DefaultFile = "contractd.yaml"
 
 // Resolve picks the config path: the flag, else CONTRACTD_CONFIG, else the default.
 func Resolve(flag string) string {
+	path, _ := ResolveDefault(flag)
+	return path
+}
+
+// ResolveDefault is Resolve, and says whether the path is DefaultFile
+// because neither the flag nor CONTRACTD_CONFIG named one (not because
+// one of them named the same file).
+func ResolveDefault(flag string) (path string, isDefault bool) {
+	if flag != "" {
+		return flag, false
+	}
 	v := viper.New()
 	v.SetEnvPrefix(envPrefix)
-	v.AutomaticEnv() // "config" reads EnvConfig
-	v.SetDefault("config", DefaultFile)
-	if flag != "" {
-		v.Set("config", flag)
+	v.AutomaticEnv() // "config" reads EnvConfig; set but empty counts as unset
+	if p := v.GetString("config"); p != "" {
+		return p, false
 	}
-	return v.GetString("config")
+	return DefaultFile, true
 }
 
 // Parsed is a decoded config file before compilation.
@@ -54,7 +64,7 @@ type Parsed struct {
 func Parse(path string) (*Parsed, error) {
 	raw, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, &Error{Problems: []Problem{{File: path, Message: "cannot read config: file not found"}}}
+		return nil, &Error{Problems: []Problem{{File: path, Message: "cannot read config: file not found"}}, Err: fs.ErrNotExist}
 	}
 	if err != nil {
 		return nil, &Error{Problems: []Problem{{File: path, Message: "cannot read config: " + cleanOSError(err)}}}

@@ -43,7 +43,12 @@ type Error struct {
 	// watches them after a refused reload, so the file that was missing
 	// or broken reloads when it is fixed.
 	Files []string
+	// Err is the cause when there is one: fs.ErrNotExist for a config
+	// file that does not exist (errors.Is sees it through Unwrap).
+	Err error
 }
+
+func (e *Error) Unwrap() error { return e.Err }
 
 func (e *Error) Error() string {
 	lines := make([]string, len(e.Problems))

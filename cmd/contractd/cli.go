@@ -213,7 +213,7 @@ func cmdValidate(args []string, stdout, stderr io.Writer) int {
 	path := config.Resolve(*cfg)
 	rt, err := config.Load(path)
 	if err != nil {
-		printLoadError(stdout, "", fmt.Errorf("%s: %w", path, err))
+		printLoadError(stdout, "", fmt.Errorf("%s: %w", path, notFoundAtDefault(*cfg, err)))
 		return exitProblem
 	}
 	for _, w := range rt.Warnings {
@@ -240,6 +240,22 @@ func cmdValidate(args []string, stdout, stderr io.Writer) int {
 	return exitOK
 }
 
+// notFoundAtDefault adds to a config not found at the default path (no
+// -c, no $CONTRACTD_CONFIG) that it was the default, and how to name one:
+// "contractd.yaml: cannot read config: file not found" alone left a first
+// run guessing where contractd had looked and why. err is returned as is
+// otherwise.
+func notFoundAtDefault(flagPath string, err error) error {
+	var ce *config.Error
+	if _, isDefault := config.ResolveDefault(flagPath); !isDefault || !errors.Is(err, os.ErrNotExist) ||
+		!errors.As(err, &ce) || len(ce.Problems) != 1 {
+		return err
+	}
+	ce.Problems[0].Message += fmt.Sprintf(" (the default path, as neither -c FILE nor $%s names a config: name one with -c FILE)",
+		config.EnvConfig)
+	return err
+}
+
 // printLoadError prints why config.Load failed, each line after prefix:
 // the config's problems one a line, as validate lists them, or else err.
 func printLoadError(w io.Writer, prefix string, err error) {
@@ -260,7 +276,7 @@ func printLoadError(w io.Writer, prefix string, err error) {
 func loadForTool(cmd, flagPath string, stderr io.Writer) (*config.Runtime, bool) {
 	rt, err := config.LoadOffline(config.Resolve(flagPath))
 	if err != nil {
-		printLoadError(stderr, "contractd "+cmd+": ", err)
+		printLoadError(stderr, "contractd "+cmd+": ", notFoundAtDefault(flagPath, err))
 		return nil, false
 	}
 	return rt, true

@@ -79,3 +79,34 @@ routes:
 		}
 	}
 }
+
+// TestConfigNotFoundAtDefault: a config not found at the default path
+// (no -c, no $CONTRACTD_CONFIG) says it was the default and how to name
+// one; validate said only "contractd.yaml: cannot read config: file not
+// found". A path the user named gets no such note.
+func TestConfigNotFoundAtDefault(t *testing.T) {
+	t.Chdir(t.TempDir())
+	const note = " (the default path, as neither -c FILE nor $CONTRACTD_CONFIG names a config: name one with -c FILE)\n"
+	tests := []struct {
+		args      []string
+		env       string
+		code      int
+		out, errb string
+	}{
+		{[]string{"validate"}, "", exitProblem, "contractd.yaml: cannot read config: file not found" + note, ""},
+		{[]string{"check", "--contract", "k", "-"}, "", exitUsage, "", "contractd check: contractd.yaml: cannot read config: file not found" + note},
+		{[]string{"serve"}, "", exitProblem, "", "contractd serve: contractd.yaml: cannot read config: file not found" + note},
+		{[]string{"validate", "-c", "contractd.yaml"}, "", exitProblem, "contractd.yaml: cannot read config: file not found\n", ""},
+		{[]string{"validate"}, "contractd.yaml", exitProblem, "contractd.yaml: cannot read config: file not found\n", ""},
+		{[]string{"validate"}, "other.yaml", exitProblem, "other.yaml: cannot read config: file not found\n", ""},
+	}
+	for _, tt := range tests {
+		t.Setenv("CONTRACTD_CONFIG", tt.env)
+		var out, errb bytes.Buffer
+		code := run(context.Background(), tt.args, &out, &errb)
+		if code != tt.code || out.String() != tt.out || errb.String() != tt.errb {
+			t.Errorf("%v (CONTRACTD_CONFIG=%q): exit %d, want %d\nstdout %q\nwant   %q\nstderr %q\nwant   %q",
+				tt.args, tt.env, code, tt.code, out.String(), tt.out, errb.String(), tt.errb)
+		}
+	}
+}

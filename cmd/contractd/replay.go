@@ -72,7 +72,7 @@ func cmdReplay(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	rt, err := load(path)
 	if err != nil {
 		// The validate messages, so the fix is the same as for validate.
-		printLoadError(stderr, "", fmt.Errorf("%s: %w", path, err))
+		printLoadError(stderr, "", fmt.Errorf("%s: %w", path, notFoundAtDefault(*cfg, err)))
 		return usageErr("%s does not validate", path)
 	}
 	o.Runtime = rt

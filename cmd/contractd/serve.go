@@ -38,7 +38,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	path := config.Resolve(*cfg)
 	rt, err := loadServable(path)
 	if err != nil {
-		fmt.Fprintf(stderr, "contractd serve: %v\n", err)
+		fmt.Fprintf(stderr, "contractd serve: %v\n", notFoundAtDefault(*cfg, err))
 		return exitProblem
 	}
 	level := new(slog.LevelVar)
