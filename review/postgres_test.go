@@ -348,13 +348,7 @@ func TestPostgresUpgradesFromEveryLevel(t *testing.T) {
 		s, err := review.OpenPostgres(ctx, dsn, review.PostgresOptions{})
 		return suiteStore(t, s, err)
 	}
-	for level := 1; level < review.PostgresLevels(); level++ {
-		t.Run(fmt.Sprintf("from-%d", level), func(t *testing.T) {
-			s := atLevel(t, level, true)
-			checkUpgradedItem(t, s)
-			storetest.Run(t, func(t *testing.T) review.Store { return atLevel(t, level, false) })
-		})
-	}
+	upgradesFromEveryLevel(t, review.PostgresLevels(), atLevel)
 }
 
 // A migration that fails half way (here 0003, at its last statement, on

@@ -310,13 +310,7 @@ func TestSQLiteUpgradesFromEveryLevel(t *testing.T) {
 		s, err := review.OpenSQLite(ctx, p)
 		return suiteStore(t, s, err)
 	}
-	for level := 1; level < review.SQLiteLevels(); level++ {
-		t.Run(fmt.Sprintf("from-%d", level), func(t *testing.T) {
-			s := atLevel(t, level, true)
-			checkUpgradedItem(t, s)
-			storetest.Run(t, func(t *testing.T) review.Store { return atLevel(t, level, false) })
-		})
-	}
+	upgradesFromEveryLevel(t, review.SQLiteLevels(), atLevel)
 }
 
 // A migration that fails half way (0004, at its last statement, on an
@@ -358,6 +352,19 @@ func TestSQLiteMigrationFailingHalfway(t *testing.T) {
 	items, _, err := s.List(ctx, review.Filter{Rule: "required", Status: review.StatusPending})
 	if err != nil || len(items) != 1 || items[0].ID != "old" {
 		t.Fatalf("after the migration applied: %v %v", items, err)
+	}
+}
+
+// upgradesFromEveryLevel runs, for each level below levels (the
+// dialect's migrations), a subtest on stores atLevel leaves at it and
+// opens: one holding the item "old" passes checkUpgradedItem, and the
+// store suite passes on stores without it.
+func upgradesFromEveryLevel(t *testing.T, levels int, atLevel func(t *testing.T, level int, old bool) review.Store) {
+	for level := 1; level < levels; level++ {
+		t.Run(fmt.Sprintf("from-%d", level), func(t *testing.T) {
+			checkUpgradedItem(t, atLevel(t, level, true))
+			storetest.Run(t, func(t *testing.T) review.Store { return atLevel(t, level, false) })
+		})
 	}
 }
 
