@@ -27,19 +27,9 @@ func TestReloadFollowsFilesOfARefusedConfig(t *testing.T) {
 	assertServes(t, d, "review-sentiment", goodContent)
 
 	next := renderConfig(cfgOpts{upstream: up.URL(), schema: "schemas/sentiment.schema.json", routes: extraRoute("review-next", "fake-neutral")})
-	writeConfig(t, dir, next)
-	m, ok := d.logLine(reloadWindow+time.Second, refused("file"))
-	if !ok {
-		t.Fatal("a config naming a missing schema file was not refused")
-	}
+	m := wantReloadRefused(t, d, dir, next, "review-next", "a config naming a missing schema file")
 	if p, _ := m["problem"].(string); !strings.Contains(p, "cannot read schemas/sentiment.schema.json") {
 		t.Errorf("refused reload logged %v, want the missing schema file named", m)
-	}
-	if _, bad := reloadMetric(t, d); bad != 1 {
-		t.Errorf("%d failed reloads counted, want 1", bad)
-	}
-	if contains(modelIDs(t, d), "review-next") {
-		t.Fatal("the refused config is served")
 	}
 
 	// The schema arrives after the config, in a new directory.
@@ -206,23 +196,33 @@ func TestReloadRefusedWhenAuditCannotOpen(t *testing.T) {
 	up, d := serveBase(t, dir)
 	next := edited(t, renderConfig(cfgOpts{upstream: up.URL(), routes: extraRoute("review-unaudited", "fake-neutral")}),
 		"audit:\n  sink: stdout", "audit:\n  sink: file\n  path: no-such-dir/audit.jsonl")
-	writeConfig(t, dir, next)
-	m, ok := d.logLine(reloadWindow+time.Second, refused("file"))
-	if !ok {
-		t.Fatal("a reload to an audit file that cannot be opened was not refused")
-	}
+	m := wantReloadRefused(t, d, dir, next, "review-unaudited", "a reload to an audit file that cannot be opened")
 	if e, _ := m["error"].(string); !strings.Contains(e, "no-such-dir") {
 		t.Errorf("refused reload logged %v, want the audit path named", m)
-	}
-	if _, bad := reloadMetric(t, d); bad != 1 {
-		t.Errorf("%d failed reloads counted, want 1", bad)
-	}
-	if contains(modelIDs(t, d), "review-unaudited") {
-		t.Fatal("the refused config's route is served")
 	}
 	before := len(d.stdout.Lines())
 	assertServes(t, d, "review-sentiment", goodContent)
 	if !waitFor(time.Second, func() bool { return len(d.stdout.Lines()) > before }) {
 		t.Error("the running config's audit (stdout) got no line after the refused reload")
 	}
+}
+
+// wantReloadRefused writes next as dir's config and wants the reload it
+// causes refused (what: the change, for the failure message): the refusal
+// logged (its line is returned), one failed reload counted, and route,
+// which only next has, not served.
+func wantReloadRefused(t *testing.T, d *daemon, dir, next, route, what string) map[string]any {
+	t.Helper()
+	writeConfig(t, dir, next)
+	m, ok := d.logLine(reloadWindow+time.Second, refused("file"))
+	if !ok {
+		t.Fatalf("%s was not refused", what)
+	}
+	if _, bad := reloadMetric(t, d); bad != 1 {
+		t.Errorf("%d failed reloads counted, want 1", bad)
+	}
+	if contains(modelIDs(t, d), route) {
+		t.Fatalf("%s: the refused config's route %s is served", what, route)
+	}
+	return m
 }
