@@ -14,10 +14,7 @@ import (
 // connections of earlier clients hold every slot.
 func TestMaxConnectionsIdleGivesWay(t *testing.T) {
 	t.Parallel()
-	up := newUpstream(t, byModel)
-	text := edited(t, renderConfig(cfgOpts{upstream: up.URL()}), "  admin_listen: 127.0.0.1:0\n",
-		"  admin_listen: 127.0.0.1:0\n  max_connections: 1\n")
-	d := startDaemon(t, writeConfig(t, t.TempDir(), text), baseEnv())
+	d := startOneConnection(t)
 	get := func(tr *http.Transport) error {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()

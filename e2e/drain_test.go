@@ -69,10 +69,7 @@ func TestDrainKeepsAdminAnswering(t *testing.T) {
 // once the first closes.
 func TestMaxConnectionsLeavesAdminAlone(t *testing.T) {
 	t.Parallel()
-	up := newUpstream(t, byModel)
-	text := edited(t, renderConfig(cfgOpts{upstream: up.URL()}), "  admin_listen: 127.0.0.1:0\n",
-		"  admin_listen: 127.0.0.1:0\n  max_connections: 1\n")
-	d := startDaemon(t, writeConfig(t, t.TempDir(), text), baseEnv())
+	d := startOneConnection(t)
 	held, err := net.Dial("tcp", d.API)
 	if err != nil {
 		t.Fatal(err)
@@ -111,4 +108,14 @@ func TestMaxConnectionsLeavesAdminAlone(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the waiting API connection was not served after the held one closed")
 	}
+}
+
+// startOneConnection starts contractd with an admin listener and
+// server.max_connections 1 on listen, the upstream answering byModel.
+func startOneConnection(t *testing.T) *daemon {
+	t.Helper()
+	up := newUpstream(t, byModel)
+	text := edited(t, renderConfig(cfgOpts{upstream: up.URL()}), "  admin_listen: 127.0.0.1:0\n",
+		"  admin_listen: 127.0.0.1:0\n  max_connections: 1\n")
+	return startDaemon(t, writeConfig(t, t.TempDir(), text), baseEnv())
 }
