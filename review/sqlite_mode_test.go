@@ -30,13 +30,9 @@ func TestSQLiteFilesArePrivate(t *testing.T) {
 	if _, err := s.Create(context.Background(), storetest.NewItem("rv_mode", "r", time.Now()), false); err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range []string{p, p + "-wal", p + "-shm"} {
-		fi, err := os.Stat(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if m := fi.Mode().Perm(); m&0o077 != 0 {
-			t.Errorf("%s has mode %v: others can read the review items", filepath.Base(f), m)
+	for f, m := range storeModes(t, p) {
+		if m&0o077 != 0 {
+			t.Errorf("%s has mode %v: others can read the review items", f, m)
 		}
 	}
 }
@@ -80,13 +76,24 @@ func TestSQLiteExistingFilesMadePrivate(t *testing.T) {
 	if _, err := s.Create(context.Background(), storetest.NewItem("rv_new", "r", time.Now()), false); err != nil {
 		t.Fatal(err)
 	}
+	for f, m := range storeModes(t, p) {
+		if m != 0o600 {
+			t.Errorf("%s has mode %v after opening, want 0600", f, m)
+		}
+	}
+}
+
+// storeModes are the permission bits of the SQLite database p and of its
+// -wal and -shm, by file name.
+func storeModes(t *testing.T, p string) map[string]os.FileMode {
+	t.Helper()
+	out := map[string]os.FileMode{}
 	for _, f := range []string{p, p + "-wal", p + "-shm"} {
 		fi, err := os.Stat(f)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if m := fi.Mode().Perm(); m != 0o600 {
-			t.Errorf("%s has mode %v after opening, want 0600", filepath.Base(f), m)
-		}
+		out[filepath.Base(f)] = fi.Mode().Perm()
 	}
+	return out
 }
