@@ -12,6 +12,31 @@ import (
 	"github.com/contractd/contractd/review"
 )
 
+// lastMigrationBlocked leaves the test database one level below the
+// newest and holds the table the last migration indexes (webhook_outbox)
+// locked in tx, on blocker (closed at t's end), so that migration waits
+// until tx ends.
+func lastMigrationBlocked(t *testing.T) (dsn string, blocker *pgx.Conn, tx pgx.Tx) {
+	t.Helper()
+	ctx := context.Background()
+	dsn = testkit.PostgresDSN(t)
+	if err := review.PostgresAtLevel(ctx, dsn, review.PostgresLevels()-1, true); err != nil {
+		t.Fatal(err)
+	}
+	blocker, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { blocker.Close(ctx) })
+	if tx, err = blocker.Begin(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, `LOCK TABLE webhook_outbox IN EXCLUSIVE MODE`); err != nil {
+		t.Fatal(err)
+	}
+	return dsn, blocker, tx
+}
+
 // A migration that takes longer than the store calls' deadline applies,
 // and a replica starting meanwhile waits for it rather than giving up: the
 // migrations had 3 x OpTimeout for the lock wait and every migration
@@ -21,22 +46,7 @@ import (
 // two stores open.
 func TestPostgresMigrationOutlastsOpTimeout(t *testing.T) {
 	ctx := context.Background()
-	dsn := testkit.PostgresDSN(t)
-	if err := review.PostgresAtLevel(ctx, dsn, review.PostgresLevels()-1, true); err != nil {
-		t.Fatal(err)
-	}
-	blocker, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer blocker.Close(ctx)
-	tx, err := blocker.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := tx.Exec(ctx, `LOCK TABLE webhook_outbox IN EXCLUSIVE MODE`); err != nil {
-		t.Fatal(err)
-	}
+	dsn, blocker, tx := lastMigrationBlocked(t)
 	const op = time.Second
 	var wg sync.WaitGroup
 	errs := make([]error, 2)
@@ -78,23 +88,8 @@ func TestPostgresMigrationOutlastsOpTimeout(t *testing.T) {
 // deadline's error, and leaves the store at its level.
 func TestPostgresMigrationBudgetEnds(t *testing.T) {
 	ctx := context.Background()
-	dsn := testkit.PostgresDSN(t)
-	if err := review.PostgresAtLevel(ctx, dsn, review.PostgresLevels()-1, true); err != nil {
-		t.Fatal(err)
-	}
-	blocker, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer blocker.Close(ctx)
-	tx, err := blocker.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	dsn, blocker, tx := lastMigrationBlocked(t)
 	defer tx.Rollback(ctx)
-	if _, err := tx.Exec(ctx, `LOCK TABLE webhook_outbox IN EXCLUSIVE MODE`); err != nil {
-		t.Fatal(err)
-	}
 	start := time.Now()
 	s, err := review.OpenPostgres(ctx, dsn, review.PostgresOptions{MigrateTimeout: 500 * time.Millisecond})
 	if err == nil {
