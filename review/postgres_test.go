@@ -388,8 +388,5 @@ func TestPostgresMigrationFailingHalfway(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	items, _, err := s.List(ctx, review.Filter{Rule: "required", Status: review.StatusPending})
-	if err != nil || len(items) != 1 || items[0].ID != "old" {
-		t.Fatalf("after the migration applied: %v %v", items, err)
-	}
+	wantOldPending(t, s)
 }
