@@ -93,7 +93,7 @@ func TestReviewPageNextLoadsNextPage(t *testing.T) {
 	ps := newPageSite(t)
 	now := time.Now().UTC()
 	for i := range 53 {
-		addPendingItem(t, ps, fmt.Sprintf("req_next_%02d", i), "enum", now.Add(-time.Duration(i)*time.Second))
+		addPendingItem(t, ps, fmt.Sprintf("req_next_%02d", i), "classify", "enum", now.Add(-time.Duration(i)*time.Second))
 	}
 	b := newBrowser(t)
 	b.open(ps.ts.URL, adminKey)
@@ -165,7 +165,7 @@ func TestReviewPageEditKeyWaitsForItem(t *testing.T) {
 // attempts the list was read with).
 func TestReviewPageRuleSummaryAfterRerun(t *testing.T) {
 	ps := newPageSite(t)
-	addPendingItem(t, ps, "req_rules_1", "enum", time.Now().UTC())
+	addPendingItem(t, ps, "req_rules_1", "classify", "enum", time.Now().UTC())
 	b := newBrowser(t)
 	b.open(ps.ts.URL, adminKey)
 	b.until(titleIs("req_rules_1") + ` && !document.getElementById("rerun").disabled`)
@@ -197,11 +197,11 @@ func TestReviewPageRuleSummaryAfterRerun(t *testing.T) {
 	b.end(ps)
 }
 
-// addPendingItem stores a pending item of the classify route made at at,
-// whose one attempt has one violation, of rule, at /intent.
-func addPendingItem(t *testing.T, ps *pageSite, id, rule string, at time.Time) {
+// addPendingItem stores a pending item of route (the classify contract)
+// made at at, whose one attempt has one violation, of rule, at /intent.
+func addPendingItem(t *testing.T, ps *pageSite, id, route, rule string, at time.Time) {
 	t.Helper()
-	it := &review.Item{ID: id, Status: review.StatusPending, CreatedAt: at, Route: "classify",
+	it := &review.Item{ID: id, Status: review.StatusPending, CreatedAt: at, Route: route,
 		Prompt: review.Ref{Name: "classify"}, Contract: review.Ref{Name: "classify_v1"}, Input: json.RawMessage(`"hi"`),
 		Request: json.RawMessage(classifyReq), Attempts: []review.Attempt{{Output: `{"intent":"x"}`,
 			AttemptReport: review.AttemptReport{Attempt: 1, Violations: []contracts.Violation{{Kind: "schema", Path: "/intent", Rule: rule, Message: "m"}}}}}}

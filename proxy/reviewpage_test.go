@@ -666,21 +666,12 @@ func TestReviewPageRerun(t *testing.T) {
 func TestReviewPageFiltersAndPaging(t *testing.T) {
 	ps := newPageSite(t)
 	now := time.Now().UTC()
-	add := func(id, route, rule string, at time.Time) {
-		it := &review.Item{ID: id, Status: review.StatusPending, CreatedAt: at, Route: route,
-			Prompt: review.Ref{Name: "classify"}, Contract: review.Ref{Name: "classify_v1"}, Input: json.RawMessage(`"hi"`),
-			Request: json.RawMessage(classifyReq), Attempts: []review.Attempt{{Output: `{"intent":"x"}`,
-				AttemptReport: review.AttemptReport{Attempt: 1, Violations: []contracts.Violation{{Kind: "schema", Path: "/intent", Rule: rule, Message: "m"}}}}}}
-		if _, err := ps.store.Create(context.Background(), it, false); err != nil {
-			t.Fatal(err)
-		}
-	}
 	for i := range 52 {
-		add(fmt.Sprintf("req_page_%02d", i), "classify", "required", now.Add(-time.Duration(i)*time.Second))
+		addPendingItem(t, ps, fmt.Sprintf("req_page_%02d", i), "classify", "required", now.Add(-time.Duration(i)*time.Second))
 	}
-	add("req_free_1", "free", "secret", now.Add(-100*time.Second))
-	add("req_free_2", "free", "secret", now.Add(-101*time.Second))
-	add("req_old_1", "classify", "required", now.Add(-72*time.Hour))
+	addPendingItem(t, ps, "req_free_1", "free", "secret", now.Add(-100*time.Second))
+	addPendingItem(t, ps, "req_free_2", "free", "secret", now.Add(-101*time.Second))
+	addPendingItem(t, ps, "req_old_1", "classify", "required", now.Add(-72*time.Hour))
 
 	b := newBrowser(t)
 	b.open(ps.ts.URL, adminKey)

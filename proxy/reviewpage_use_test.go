@@ -289,13 +289,7 @@ func TestReviewPageEmptiedPageLoadsMore(t *testing.T) {
 	ps := newPageSite(t)
 	now := time.Now().UTC()
 	for i := range 52 {
-		it := &review.Item{ID: fmt.Sprintf("req_more_%02d", i), Status: review.StatusPending, CreatedAt: now.Add(-time.Duration(i) * time.Second),
-			Route: "classify", Prompt: review.Ref{Name: "classify"}, Contract: review.Ref{Name: "classify_v1"}, Input: json.RawMessage(`"hi"`),
-			Request: json.RawMessage(classifyReq), Attempts: []review.Attempt{{Output: `{"intent":"x"}`,
-				AttemptReport: review.AttemptReport{Attempt: 1, Violations: []contracts.Violation{{Kind: "schema", Path: "/intent", Rule: "enum", Message: "m"}}}}}}
-		if _, err := ps.store.Create(context.Background(), it, false); err != nil {
-			t.Fatal(err)
-		}
+		addPendingItem(t, ps, fmt.Sprintf("req_more_%02d", i), "classify", "enum", now.Add(-time.Duration(i)*time.Second))
 	}
 	b := newBrowser(t)
 	b.open(ps.ts.URL, adminKey)
