@@ -27,6 +27,10 @@ const (
 	typeServer         ErrorType = "server_error"
 )
 
+// clientSystemHint ends a client_system_not_allowed message: what the
+// route's config can say instead of reject (SPEC §2's client_system).
+const clientSystemHint = "the route's config can set client_system: drop to drop them instead"
+
 // StatusClientClosed is the status audited when the client left before
 // its answer (nginx's 499; nobody reads the reply).
 const StatusClientClosed = 499

@@ -116,7 +116,7 @@ func prepare(r *config.Route, obj object, read []clientMessage) (*Prepared, *API
 		if m.Role == "system" || m.Role == "developer" {
 			if r.ClientSystem != config.ClientSystemDrop {
 				return nil, badRequest(CodeClientSystem, fmt.Sprintf("messages[%d]", i),
-					"route %q does not accept %s messages; its prompt is registered in contractd", r.Name, m.Role)
+					"route %q does not accept %s messages; its prompt is registered in contractd (%s)", r.Name, m.Role, clientSystemHint)
 			}
 			continue
 		}

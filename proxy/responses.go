@@ -116,7 +116,7 @@ func responsesToChat(route *config.Route, obj object) (object, []clientMessage, 
 		}
 		if route.ClientSystem != config.ClientSystemDrop {
 			return nil, nil, badRequest(CodeClientSystem, "instructions",
-				"route %q does not accept instructions; its prompt is registered in contractd", route.Name)
+				"route %q does not accept instructions; its prompt is registered in contractd (%s)", route.Name, clientSystemHint)
 		}
 		// dropped, as the route drops the client's other system messages
 	}
