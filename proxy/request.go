@@ -322,7 +322,7 @@ func describe(vs []contracts.Violation) string {
 		}
 		path := v.Path
 		if path == "" {
-			path = "/"
+			path = "root" // as the 422's message writes it; "/" is the pointer to key ""
 		}
 		parts = append(parts, fmt.Sprintf("%s: %s", path, v.Message))
 	}
