@@ -61,7 +61,6 @@ func (p *Parsed) Compile() (*Runtime, error) { return p.compile(false) }
 
 func (p *Parsed) compile(offline bool) (*Runtime, error) {
 	ps := &problems{file: p.Path, lines: p.lines}
-	f := p.File
 	rt := &Runtime{
 		Path:      p.Path,
 		Upstreams: map[string]*Upstream{}, Labels: map[string][]string{},
@@ -80,7 +79,6 @@ func (p *Parsed) compile(offline bool) (*Runtime, error) {
 	c.prompts()
 	c.contracts()
 	c.routes()
-	_ = f
 	if !offline {
 		ps.errs = append(ps.errs, ps.env...)
 	}

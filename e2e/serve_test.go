@@ -332,8 +332,17 @@ func TestReloadOnSchemaFileChange(t *testing.T) {
 		t.Fatalf("the schema file change did not apply within %v (last status %d)", reloadWindow, status)
 	}
 	t.Logf("schema file change applied in %v", time.Since(start).Round(time.Millisecond))
-	if _, ok := d.logLine(time.Second, reloaded("file")); !ok {
+	m, ok := d.logLine(time.Second, reloaded("file"))
+	if !ok {
 		t.Error(`no "config reloaded" log line with trigger file`)
+	}
+	// The operator sees the schema change took effect: the reload's hash is
+	// not the one logged at start.
+	first, ok := d.logLine(time.Second, func(m map[string]any) bool { return m["msg"] == "config loaded" })
+	if !ok {
+		t.Error(`no "config loaded" log line at start`)
+	} else if first["sha256"] == nil || first["sha256"] == m["sha256"] {
+		t.Errorf("config loaded sha256 %v, config reloaded %v: want two different hashes", first["sha256"], m["sha256"])
 	}
 	d.assertNoSecrets()
 }

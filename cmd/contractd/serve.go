@@ -327,6 +327,8 @@ func serve(ctx context.Context, path string, rt *config.Runtime, logger *slog.Lo
 	// serve returns, so one that arrives while draining does not kill it.
 	rw := newReloadWatch(rt, logger)
 	defer rw.Close()
+	// The hash a later "config reloaded" is compared with.
+	logger.Info("config loaded", "sha256", rt.SHA256, "routes", len(rt.Routes))
 
 	errc := make(chan error, len(servers))
 	for i, hs := range servers {
