@@ -91,10 +91,7 @@ func TestReviewPageCheckRetriesAfterFailure(t *testing.T) {
 // does, and selects the item after it; at the very end it does nothing.
 func TestReviewPageNextLoadsNextPage(t *testing.T) {
 	ps := newPageSite(t)
-	now := time.Now().UTC()
-	for i := range 53 {
-		addPendingItem(t, ps, fmt.Sprintf("req_next_%02d", i), "classify", "enum", now.Add(-time.Duration(i)*time.Second))
-	}
+	addPendingItems(t, ps, "req_next", 53, "enum")
 	b := newBrowser(t)
 	b.open(ps.ts.URL, adminKey)
 	b.until(listLen + ` === 50 && !document.getElementById("more").hidden && ` + titleIs("req_next_00"))
@@ -199,6 +196,18 @@ func TestReviewPageRuleSummaryAfterRerun(t *testing.T) {
 
 // addPendingItem stores a pending item of route (the classify contract)
 // made at at, whose one attempt has one violation, of rule, at /intent.
+// addPendingItems stores n pending classify items, prefix_00 the newest
+// (now) and each next one a second older, for the list's paging (a page
+// holds 50); it returns now.
+func addPendingItems(t *testing.T, ps *pageSite, prefix string, n int, rule string) time.Time {
+	t.Helper()
+	now := time.Now().UTC()
+	for i := range n {
+		addPendingItem(t, ps, fmt.Sprintf("%s_%02d", prefix, i), "classify", rule, now.Add(-time.Duration(i)*time.Second))
+	}
+	return now
+}
+
 func addPendingItem(t *testing.T, ps *pageSite, id, route, rule string, at time.Time) {
 	t.Helper()
 	it := &review.Item{ID: id, Status: review.StatusPending, CreatedAt: at, Route: route,

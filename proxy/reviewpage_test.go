@@ -665,10 +665,7 @@ func TestReviewPageRerun(t *testing.T) {
 
 func TestReviewPageFiltersAndPaging(t *testing.T) {
 	ps := newPageSite(t)
-	now := time.Now().UTC()
-	for i := range 52 {
-		addPendingItem(t, ps, fmt.Sprintf("req_page_%02d", i), "classify", "required", now.Add(-time.Duration(i)*time.Second))
-	}
+	now := addPendingItems(t, ps, "req_page", 52, "required")
 	addPendingItem(t, ps, "req_free_1", "free", "secret", now.Add(-100*time.Second))
 	addPendingItem(t, ps, "req_free_2", "free", "secret", now.Add(-101*time.Second))
 	addPendingItem(t, ps, "req_old_1", "classify", "required", now.Add(-72*time.Hour))

@@ -287,10 +287,7 @@ func TestReviewPageLargeItems(t *testing.T) {
 // loads them: the list does not end on "No items." beside "Load more".
 func TestReviewPageEmptiedPageLoadsMore(t *testing.T) {
 	ps := newPageSite(t)
-	now := time.Now().UTC()
-	for i := range 52 {
-		addPendingItem(t, ps, fmt.Sprintf("req_more_%02d", i), "classify", "enum", now.Add(-time.Duration(i)*time.Second))
-	}
+	addPendingItems(t, ps, "req_more", 52, "enum")
 	b := newBrowser(t)
 	b.open(ps.ts.URL, adminKey)
 	b.until(listLen + ` === 50 && !document.getElementById("more").hidden`)
