@@ -93,10 +93,16 @@ func ParseLine(b []byte) (*Record, error) {
 		return nil, ErrNotRecord
 	}
 	if b[0] != '{' {
+		if isTextLogLine(b) {
+			return nil, ErrNotRecord
+		}
 		return nil, errors.New("not a JSON object")
 	}
 	var l line
 	if err := jsonv2.Unmarshal(b, &l); err != nil {
+		if isLogLine(b) {
+			return nil, ErrNotRecord // serve's request line: "attempts" is a count
+		}
 		return nil, fmt.Errorf("not a readable JSON line: %s", shortErr(err))
 	}
 	switch {
@@ -109,8 +115,33 @@ func ParseLine(b []byte) (*Record, error) {
 		return exportRecord(&l)
 	case l.Event != "":
 		return nil, ErrNotRecord // review_resolved and any later event kind
+	case isLogLine(b):
+		return nil, ErrNotRecord
 	}
 	return nil, errors.New("neither an audit event nor a review export line")
+}
+
+// isLogLine reports whether b is one of contractd's own JSON log lines
+// (log/slog: string "level" and "msg" members, which no audit event or
+// export line has). With audit.sink: stdout the audit is collected with
+// the logs (kubectl logs, journalctl -o cat), so a file made from them
+// holds both: the log lines are skipped like other lines without
+// outputs, not reported as unreadable.
+func isLogLine(b []byte) bool {
+	var l struct {
+		Level jsontext.Value `json:"level"`
+		Msg   jsontext.Value `json:"msg"`
+	}
+	if jsonv2.Unmarshal(b, &l) != nil {
+		return false
+	}
+	return l.Level.Kind() == '"' && l.Msg.Kind() == '"'
+}
+
+// isTextLogLine reports whether b is a log line in slog's text form
+// (CONTRACTD_LOG_FORMAT=text): time=… level=… msg=….
+func isTextLogLine(b []byte) bool {
+	return bytes.HasPrefix(b, []byte("time=")) && bytes.Contains(b, []byte(" level=")) && bytes.Contains(b, []byte(" msg="))
 }
 
 func auditRecord(l *line) (*Record, error) {
