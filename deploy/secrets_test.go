@@ -12,7 +12,9 @@ import (
 // TestSecretDocs: the Secret docs/deploy.md tells to create is the one the
 // Deployments reference, with exactly the keys their secretKeyRefs read
 // (base and overlay together): a key missing from the docs leaves a pod in
-// CreateContainerConfigError.
+// CreateContainerConfigError. The command takes no value on its command line
+// (--from-literal puts every key in the shell's history and in ps): the
+// values come from the --from-env-file the docs show.
 func TestSecretDocs(t *testing.T) {
 	refs := map[string]map[string]bool{} // secret -> keys
 	for _, dir := range []string{"kubernetes/base", "kubernetes/overlays/postgres-redis"} {
@@ -45,11 +47,31 @@ func TestSecretDocs(t *testing.T) {
 	}
 	name := args[i+1]
 	documented := map[string]bool{}
+	envFile := ""
 	for _, a := range args {
-		if v, ok := strings.CutPrefix(a, "--from-literal="); ok {
-			k, _, _ := strings.Cut(v, "=")
-			documented[k] = true
+		if strings.HasPrefix(a, "--from-literal") {
+			t.Errorf("docs/deploy.md's kubectl create secret puts a value on its command line (shell history, ps): %s", a)
 		}
+		if v, ok := strings.CutPrefix(a, "--from-env-file="); ok {
+			envFile = v
+		}
+	}
+	if envFile == "" {
+		t.Fatalf("docs/deploy.md's kubectl create secret reads no --from-env-file: %q", cmd)
+	}
+	// The file's contents, as the docs show them: a fenced block whose
+	// first line is "# FILE: ...", each other line key=value.
+	block := regexp.MustCompile("(?m)^```[a-z]*\n# " + regexp.QuoteMeta(envFile) + ":.*\n((?:.*\n)*?)```").FindSubmatch(doc)
+	if block == nil {
+		t.Fatalf("docs/deploy.md does not show %s (a block starting with \"# %s:\")", envFile, envFile)
+	}
+	for _, l := range strings.Split(strings.TrimSpace(string(block[1])), "\n") {
+		k, v, ok := strings.Cut(l, "=")
+		if !ok || k == "" || v == "" || strings.ContainsAny(k, " #") {
+			t.Errorf("%s line %q: want key=value", envFile, l)
+			continue
+		}
+		documented[k] = true
 	}
 	if len(refs) != 1 || refs[name] == nil {
 		t.Fatalf("the Deployments read Secrets %v; docs/deploy.md creates %s", refs, name)
