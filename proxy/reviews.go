@@ -67,12 +67,24 @@ type ReviewQueue struct {
 // NewReviewQueue returns a queue whose store comes from open; call Run to
 // (re)open it and drain the spool. It tries to open the store once now.
 func NewReviewQueue(ctx context.Context, open func(context.Context) (review.Store, error), spoolPath string, log *slog.Logger) *ReviewQueue {
+	q := NewReviewQueueOpenedByRun(open, spoolPath, log)
+	q.tryOpen(ctx)
+	return q
+}
+
+// NewReviewQueueOpenedByRun returns a queue whose store only Run opens (at
+// once, then every Retry while it fails). Until it has, the queue behaves
+// as with a store that is down: items are spooled, lookups read the spool,
+// the reviewer API answers 503 review_store_unavailable. serve uses it so
+// that it listens (and answers its health checks) while a migration runs:
+// opening the store first kept a migration longer than a startup probe from
+// ever finishing, the probe killing the pod mid-migration again and again.
+func NewReviewQueueOpenedByRun(open func(context.Context) (review.Store, error), spoolPath string, log *slog.Logger) *ReviewQueue {
 	q := &ReviewQueue{Spool: &review.Spool{Path: spoolPath}, Notifier: review.NewHub(), Metrics: nopReviewMetrics{},
 		Log: log, Retry: time.Second, open: open}
 	if q.Log == nil {
 		q.Log = slog.New(slog.DiscardHandler)
 	}
-	q.tryOpen(ctx)
 	return q
 }
 
@@ -88,12 +100,16 @@ func (q *ReviewQueue) tryOpen(ctx context.Context) review.Store {
 	if st := q.Store(); st != nil {
 		return st
 	}
+	start := time.Now()
 	st, err := q.open(ctx)
 	if err != nil {
 		q.Log.Error("review store unavailable; items are spooled", "error", err.Error(), "spool", q.Spool.Path)
 		return nil
 	}
 	q.store.Store(&st)
+	// Opening includes the migrations, which may take minutes: the
+	// operator sees when the reviewer API and the store's writes started.
+	q.Log.Info("review store open", "duration_ms", time.Since(start).Milliseconds())
 	return st
 }
 

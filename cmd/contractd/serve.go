@@ -87,9 +87,10 @@ func servable(path string, rt *config.Runtime) error {
 }
 
 // openReviews builds the review queue the config names (nil for store:
-// none). A store that cannot be opened now does not stop serve: items are
-// spooled and the queue keeps trying.
-func openReviews(ctx context.Context, rt *config.Runtime, logger *slog.Logger) (*proxy.ReviewQueue, error) {
+// none). Its Run opens (and migrates) the store in the background, while
+// serve listens: until then, or while the store cannot be opened, items
+// are spooled and the queue keeps trying.
+func openReviews(rt *config.Runtime, logger *slog.Logger) (*proxy.ReviewQueue, error) {
 	rc := rt.Review
 	if rc.Store == config.ReviewNone {
 		return nil, nil
@@ -104,7 +105,7 @@ func openReviews(ctx context.Context, rt *config.Runtime, logger *slog.Logger) (
 	if err != nil {
 		return nil, err
 	}
-	q := proxy.NewReviewQueue(ctx, open, rc.SpoolPath, logger)
+	q := proxy.NewReviewQueueOpenedByRun(open, rc.SpoolPath, logger)
 	if hub != nil {
 		q.Notifier = hub
 	}
@@ -274,7 +275,7 @@ func serve(ctx context.Context, path string, rt *config.Runtime, logger *slog.Lo
 	if !srv.AuthEnabled() {
 		logger.Warn("no client API keys configured: the API accepts every request (set server.api_keys_env)")
 	}
-	queue, err := openReviews(ctx, rt, logger)
+	queue, err := openReviews(rt, logger)
 	if err != nil {
 		return err
 	}
