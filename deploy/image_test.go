@@ -340,6 +340,14 @@ func TestSystemdUnit(t *testing.T) {
 			u["Service.TimeoutStopSec"], rt.Server.RequestTimeout, rt.Server.ShutdownTimeout, stopAfterDrain(t, rt))
 	}
 
+	// The audit on stdout is journal records: journald's per-unit rate
+	// limit (10,000 per 30 s by default) would drop audit events under load.
+	if rt.Audit.Sink == "stdout" {
+		if v := u["Service.LogRateLimitIntervalSec"]; len(v) == 0 || v[len(v)-1] != "0" {
+			t.Errorf("audit.sink is stdout (the journal) and LogRateLimitIntervalSec = %q: journald drops the lines past its rate limit, audit events included; want 0", v)
+		}
+	}
+
 	sa, err := exec.LookPath("systemd-analyze")
 	if err != nil {
 		t.Log("systemd-analyze is not installed: checked the unit's keys only, not `systemd-analyze verify`")
