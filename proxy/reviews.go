@@ -7,10 +7,14 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"io/fs"
 	"log/slog"
 	"net/http"
+	"path/filepath"
 	"sync/atomic"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/contractd/contractd/review"
 )
@@ -62,6 +66,57 @@ type ReviewQueue struct {
 	store atomic.Pointer[review.Store]
 
 	lookupWarned atomic.Int64 // unix ns of the last dedupe sync warning
+	openWarn     warnEvery    // the store failing to open
+	outboxWarn   warnEvery    // the webhook outbox failing to be read
+}
+
+// warnEvery lets one line of a warning that repeats (Run retries every
+// second) through per minute and counts the others: a store down for an
+// hour logged 3,600 identical lines.
+type warnEvery struct {
+	last  atomic.Int64 // unix ns of the last line let through
+	n     atomic.Int64 // occurrences since then, that one included
+	total atomic.Int64 // occurrences since the last reset
+}
+
+const warnInterval = time.Minute
+
+// allow counts one occurrence and reports whether to log it, with the
+// occurrences since the last line logged.
+func (w *warnEvery) allow() (int64, bool) {
+	w.total.Add(1)
+	n := w.n.Add(1)
+	now, last := time.Now().UnixNano(), w.last.Load()
+	if last != 0 && now-last < int64(warnInterval) || !w.last.CompareAndSwap(last, now) {
+		return n, false
+	}
+	w.n.Add(-n)
+	return n, true
+}
+
+// reset starts over (the failure ended), so the next one is logged at
+// once, and returns how many occurred since the last reset.
+func (w *warnEvery) reset() int64 {
+	if w.total.Load() == 0 {
+		return 0 // the common case: nothing failed, nothing to write
+	}
+	w.last.Store(0)
+	w.n.Store(0)
+	return w.total.Swap(0)
+}
+
+// spoolWritable reports whether the spool file can be appended to, or
+// created in its directory: when it cannot (a directory of another user, a
+// read-only file system), items the store cannot take are lost.
+func spoolWritable(path string) bool {
+	err := unix.Access(path, unix.W_OK)
+	if err == nil {
+		return true
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		return false
+	}
+	return unix.Access(filepath.Dir(path), unix.W_OK|unix.X_OK) == nil
 }
 
 // NewReviewQueue returns a queue whose store comes from open; call Run to
@@ -103,13 +158,29 @@ func (q *ReviewQueue) tryOpen(ctx context.Context) review.Store {
 	start := time.Now()
 	st, err := q.open(ctx)
 	if err != nil {
-		q.Log.Error("review store unavailable; items are spooled", "error", err.Error(), "spool", q.Spool.Path)
+		if ctx.Err() != nil {
+			// serve is stopping (after a drain, or a start that could not
+			// listen): the open was cut short, the store is not down.
+			return nil
+		}
+		if n, ok := q.openWarn.allow(); ok {
+			if spoolWritable(q.Spool.Path) {
+				q.Log.Error("review store unavailable; items are spooled", "error", err.Error(), "spool", q.Spool.Path, "failed_tries", n)
+			} else {
+				q.Log.Error("review store unavailable and the spool cannot be written; needs_review items are lost (stored: false)",
+					"error", err.Error(), "spool", q.Spool.Path, "failed_tries", n)
+			}
+		}
 		return nil
 	}
 	q.store.Store(&st)
 	// Opening includes the migrations, which may take minutes: the
 	// operator sees when the reviewer API and the store's writes started.
-	q.Log.Info("review store open", "duration_ms", time.Since(start).Milliseconds())
+	args := []any{"duration_ms", time.Since(start).Milliseconds()}
+	if n := q.openWarn.reset(); n > 0 {
+		args = append(args, "failed_tries", n)
+	}
+	q.Log.Info("review store open", args...)
 	return st
 }
 
@@ -233,7 +304,9 @@ func (q *ReviewQueue) Run(ctx context.Context) {
 			}
 			if q.Retention > 0 && time.Since(lastRetention) > time.Hour {
 				if n, err := st.DeleteResolvedBefore(ctx, time.Now().Add(-q.Retention)); err != nil {
-					q.Log.Warn("review retention cleanup failed", "error", err.Error())
+					if ctx.Err() == nil {
+						q.Log.Warn("review retention cleanup failed", "error", err.Error())
+					}
 				} else {
 					lastRetention = time.Now()
 					if n > 0 {
@@ -243,7 +316,9 @@ func (q *ReviewQueue) Run(ctx context.Context) {
 			}
 			if time.Since(lastPurge) > time.Hour {
 				if n, err := st.DeleteDeliveriesBefore(ctx, time.Now().Add(-purgeAfter)); err != nil {
-					q.Log.Warn("webhook outbox purge failed", "error", err.Error())
+					if ctx.Err() == nil {
+						q.Log.Warn("webhook outbox purge failed", "error", err.Error())
+					}
 				} else {
 					lastPurge = time.Now()
 					if n > 0 {

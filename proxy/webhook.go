@@ -104,9 +104,14 @@ func (q *ReviewQueue) deliver(ctx context.Context, st review.Store, h *Webhook) 
 		claimed := time.Now()
 		ds, err := st.ClaimDeliveries(ctx, claimed, 32, h.Lease)
 		if err != nil {
-			q.Log.Warn("webhook outbox unavailable", "error", err.Error())
+			if ctx.Err() == nil {
+				if n, ok := q.outboxWarn.allow(); ok {
+					q.Log.Warn("webhook outbox unavailable", "error", err.Error(), "failed_tries", n)
+				}
+			}
 			return
 		}
+		q.outboxWarn.reset()
 		if len(ds) == 0 {
 			return
 		}

@@ -1,0 +1,143 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/contractd/contractd/review"
+)
+
+// syncBuffer is a log destination Run's goroutine and the test share.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+// lines are the log records written so far, decoded.
+func (s *syncBuffer) lines(t *testing.T) []map[string]any {
+	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []map[string]any
+	for _, l := range strings.Split(strings.TrimSpace(s.b.String()), "\n") {
+		if l == "" {
+			continue
+		}
+		var m map[string]any
+		if err := json.Unmarshal([]byte(l), &m); err != nil {
+			t.Fatalf("log line %q: %v", l, err)
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// TestStoreOpenFailuresLogged: a store that cannot be opened, retried by
+// Run every Retry (a second in serve), is logged once with the spool it
+// falls back to, not at every try (an hour's outage wrote 3,600 identical
+// ERROR lines); when it opens, "review store open" says how many tries
+// failed. When the spool cannot be written either (its directory another
+// user's, a read-only file system), the line says the items are lost: it
+// said "items are spooled" while every needs_review item was dropped
+// (stored: false). A try cut short by serve stopping (ctx canceled: after
+// a drain, or a start that could not listen) logs nothing: the store was
+// not down.
+func TestStoreOpenFailuresLogged(t *testing.T) {
+	dir := t.TempDir()
+	notDir := filepath.Join(dir, "file")
+	if err := os.WriteFile(notDir, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, spool, msg string
+	}{
+		{"spool writable", filepath.Join(dir, "review-spool.jsonl"), "review store unavailable; items are spooled"},
+		// A path under a regular file: not writable whoever runs the test
+		// (root included, whom a directory's mode does not stop).
+		{"spool not writable", filepath.Join(notDir, "review-spool.jsonl"), "review store unavailable and the spool cannot be written; needs_review items are lost (stored: false)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var up atomic.Bool
+			var tries atomic.Int64
+			st, err := review.OpenSQLite(context.Background(), filepath.Join(t.TempDir(), "reviews.db"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			open := func(ctx context.Context) (review.Store, error) {
+				tries.Add(1)
+				if up.Load() {
+					return st, nil
+				}
+				return nil, errors.New("review store: connection refused")
+			}
+			logs := &syncBuffer{}
+			q := NewReviewQueueOpenedByRun(open, tc.spool, slog.New(slog.NewJSONHandler(logs, nil)))
+			q.Retry = 5 * time.Millisecond
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan struct{})
+			go func() { defer close(done); q.Run(ctx) }()
+			defer func() {
+				cancel()
+				<-done
+				if err := q.Close(); err != nil {
+					t.Error(err)
+				}
+			}()
+
+			for tries.Load() < 20 {
+				time.Sleep(time.Millisecond)
+			}
+			var failed []map[string]any
+			for _, l := range logs.lines(t) {
+				if strings.HasPrefix(l["msg"].(string), "review store unavailable") {
+					failed = append(failed, l)
+				}
+			}
+			if len(failed) != 1 || failed[0]["msg"] != tc.msg || failed[0]["spool"] != tc.spool || failed[0]["level"] != "ERROR" {
+				t.Fatalf("after %d failed tries, %d lines: %v; want one %q", tries.Load(), len(failed), failed, tc.msg)
+			}
+			up.Store(true)
+			var opened map[string]any
+			for deadline := time.Now().Add(10 * time.Second); opened == nil && time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+				for _, l := range logs.lines(t) {
+					if l["msg"] == "review store open" {
+						opened = l
+					}
+				}
+			}
+			if n, _ := opened["failed_tries"].(float64); opened == nil || n < 20 {
+				t.Fatalf("review store open line %v: want failed_tries >= 20", opened)
+			}
+		})
+	}
+
+	t.Run("stopping", func(t *testing.T) {
+		logs := &syncBuffer{}
+		ctx, cancel := context.WithCancel(context.Background())
+		open := func(ctx context.Context) (review.Store, error) {
+			cancel() // serve stops while the store is being opened
+			return nil, ctx.Err()
+		}
+		q := NewReviewQueueOpenedByRun(open, filepath.Join(dir, "review-spool.jsonl"), slog.New(slog.NewJSONHandler(logs, nil)))
+		q.Run(ctx)
+		if l := logs.lines(t); len(l) != 0 {
+			t.Fatalf("an open cut short by the stop logged %v", l)
+		}
+	})
+}
