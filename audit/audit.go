@@ -15,6 +15,7 @@ import (
 	"io"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/contractd/contractd/contracts"
@@ -235,7 +236,14 @@ type Switch struct {
 	cur  Sink
 	sink SinkKind
 	path string
+	// failed counts lines the destination refused (a full disk, a closed
+	// stdout): the request was answered all the same, without its line.
+	failed atomic.Int64
 }
+
+// Failed is how many lines (request and review_resolved events) could not
+// be written so far.
+func (s *Switch) Failed() int64 { return s.failed.Load() }
 
 // NewSwitch opens the sink a config names behind a Switch.
 func NewSwitch(sink SinkKind, path string) (*Switch, error) {
@@ -277,7 +285,11 @@ func (s *Switch) Discards() bool {
 func (s *Switch) Write(ev *Event) error {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	return s.cur.Write(ev)
+	err := s.cur.Write(ev)
+	if err != nil {
+		s.failed.Add(1)
+	}
+	return err
 }
 
 // WriteResolved passes review_resolved lines to sinks that take them.
@@ -285,7 +297,11 @@ func (s *Switch) WriteResolved(ev *ResolvedEvent) error {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if rw, ok := s.cur.(ResolvedWriter); ok {
-		return rw.WriteResolved(ev)
+		err := rw.WriteResolved(ev)
+		if err != nil {
+			s.failed.Add(1)
+		}
+		return err
 	}
 	return nil
 }

@@ -45,6 +45,9 @@ func TestMetricsDocumented(t *testing.T) {
 		t.Fatal(err)
 	}
 	rlm.StoreError()
+	if err := tel.AuditMetrics(func() int64 { return 1 }); err != nil {
+		t.Fatal(err)
+	}
 
 	exposed := map[string]bool{}
 	for _, line := range strings.Split(scrape(t, tel), "\n") {

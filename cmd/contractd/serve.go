@@ -263,6 +263,9 @@ func serve(ctx context.Context, path string, rt *config.Runtime, logger *slog.Lo
 		}); err != nil {
 			return err
 		}
+		if err := activeTelemetry.AuditMetrics(sink.Failed); err != nil {
+			return err
+		}
 		rlm, err := activeTelemetry.RateLimitMetrics()
 		if err != nil {
 			return err
