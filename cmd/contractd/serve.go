@@ -210,6 +210,13 @@ func serve(ctx context.Context, path string, rt *config.Runtime, logger *slog.Lo
 		debug.SetGCPercent(defaultGCPercent)
 	}
 	applyMemoryLimit(rt.Server.MemoryLimit, logger)
+	// A write to a broken pipe on stdout (the audit, sink: stdout) or stderr
+	// (the logs), their reader gone, fails with EPIPE rather than killing
+	// the process by Go's default for fds 1 and 2: an audit line is then a
+	// failed write like any other (logged, counted in
+	// contractd_audit_write_errors_total), and serve goes on serving and
+	// can still drain, where SIGPIPE cut every request in flight.
+	signal.Ignore(syscall.SIGPIPE)
 	sink, err := audit.NewSwitch(rt.Audit.Sink, rt.Audit.Path)
 	if err != nil {
 		return err
