@@ -294,10 +294,27 @@ func serve(ctx context.Context, path string, rt *config.Runtime, logger *slog.Lo
 		srv.Reviews = queue
 		if activeTelemetry != nil {
 			rm, err := activeTelemetry.ReviewMetrics(func(ctx context.Context) (map[string]int, error) {
-				if st := queue.Store(); st != nil {
-					return st.Pending(ctx)
+				st := queue.Store()
+				if st == nil {
+					return nil, errors.New("review store unavailable")
 				}
-				return nil, errors.New("review store unavailable")
+				counts, err := st.Pending(ctx)
+				if err != nil {
+					return nil, err
+				}
+				// Every contract route of the running config has a
+				// series, at 0 when nothing is pending: a replica that
+				// never saw one of its route's items pending (started, or
+				// scraped, while the shared queue was empty) had none.
+				for _, r := range srv.Runtime().RouteList {
+					if _, ok := counts[r.Name]; !ok && !r.Passthrough {
+						if counts == nil {
+							counts = map[string]int{}
+						}
+						counts[r.Name] = 0
+					}
+				}
+				return counts, nil
 			})
 			if err != nil {
 				return err
