@@ -16,8 +16,20 @@ import (
 // process, so Ctrl-C stops check waiting on stdin.
 var drains = map[string]bool{"serve": true, "replay": true}
 
+// earlyHUP holds a SIGHUP that reached serve before its reload watch was
+// set up (loading the config, opening telemetry, connecting to Redis):
+// caught from the first instruction of main, so that it does not end the
+// process by SIGHUP's default action, and handed to the watch, which
+// reloads for it (the config may have changed after it was read). nil
+// outside the contractd binary (tests call run directly).
+var earlyHUP chan os.Signal
+
 func main() {
 	ctx, stop := context.Background(), context.CancelFunc(func() {})
+	if len(os.Args) > 1 && os.Args[1] == "serve" {
+		earlyHUP = make(chan os.Signal, 1)
+		signal.Notify(earlyHUP, syscall.SIGHUP)
+	}
 	if len(os.Args) > 1 && drains[os.Args[1]] {
 		ctx, stop = signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	}

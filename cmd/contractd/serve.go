@@ -427,6 +427,18 @@ type reloadWatch struct {
 func newReloadWatch(rt *config.Runtime, logger *slog.Logger) *reloadWatch {
 	rw := &reloadWatch{hup: make(chan os.Signal, 1)}
 	signal.Notify(rw.hup, syscall.SIGHUP)
+	if earlyHUP != nil {
+		// main caught SIGHUP until now: one that came meanwhile reloads.
+		signal.Stop(earlyHUP)
+		select {
+		case sig := <-earlyHUP:
+			select {
+			case rw.hup <- sig:
+			default: // a SIGHUP since Notify is pending already: one reload covers both
+			}
+		default:
+		}
+	}
 	w, err := filewatch.New(rt.Files)
 	if err != nil {
 		logger.Warn("config file watch disabled; SIGHUP still reloads", "error", err.Error())
