@@ -141,3 +141,43 @@ func TestStoreOpenFailuresLogged(t *testing.T) {
 		}
 	})
 }
+
+// TestSpoolDrainFailuresLogged: a spool that cannot be moved into an open
+// store (PostgreSQL went down while serving, items spooled) is retried every
+// Retry but logged once, then once a minute: it logged
+// `review spool drain failed; will retry` at every try, once a second for
+// the whole outage.
+func TestSpoolDrainFailuresLogged(t *testing.T) {
+	dir := t.TempDir()
+	st, err := review.OpenSQLite(context.Background(), filepath.Join(dir, "reviews.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Close(); err != nil { // every write fails from now on
+		t.Fatal(err)
+	}
+	var tries atomic.Int64
+	logs := &syncBuffer{}
+	q := NewReviewQueueOpenedByRun(func(context.Context) (review.Store, error) { tries.Add(1); return st, nil },
+		filepath.Join(dir, "review-spool.jsonl"), slog.New(slog.NewJSONHandler(logs, nil)))
+	q.Retry = 5 * time.Millisecond
+	it := &review.Item{ID: "req_spooled", Status: review.StatusPending, CreatedAt: time.Now(), Route: "r", Input: json.RawMessage(`{}`), Request: []byte(`{}`)}
+	if err := q.Spool.Append(it); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); q.Run(ctx) }()
+	time.Sleep(300 * time.Millisecond)
+	cancel()
+	<-done
+	n := 0
+	for _, l := range logs.lines(t) {
+		if l["msg"] == "review spool drain failed; will retry" {
+			n++
+		}
+	}
+	if n != 1 || !q.Spool.Pending() {
+		t.Fatalf("%d drain failure lines over 300 ms of 5 ms retries (spool pending: %v), want 1", n, q.Spool.Pending())
+	}
+}

@@ -68,6 +68,7 @@ type ReviewQueue struct {
 	lookupWarned atomic.Int64 // unix ns of the last dedupe sync warning
 	openWarn     warnEvery    // the store failing to open
 	outboxWarn   warnEvery    // the webhook outbox failing to be read
+	drainWarn    warnEvery    // the spool failing to move into the store
 }
 
 // warnEvery lets one line of a warning that repeats (Run retries every
@@ -297,9 +298,14 @@ func (q *ReviewQueue) Run(ctx context.Context) {
 			if q.Spool.Pending() {
 				n, err := q.Spool.Drain(ctx, st, q.Webhook, nil)
 				if err != nil {
-					q.Log.Warn("review spool drain failed; will retry", "error", err.Error())
-				} else if n > 0 {
-					q.Log.Info("review spool drained into the store", "items", n)
+					if tries, ok := q.drainWarn.allow(); ok && ctx.Err() == nil {
+						q.Log.Warn("review spool drain failed; will retry", "error", err.Error(), "failed_tries", tries)
+					}
+				} else {
+					q.drainWarn.reset()
+					if n > 0 {
+						q.Log.Info("review spool drained into the store", "items", n)
+					}
 				}
 			}
 			if q.Retention > 0 && time.Since(lastRetention) > time.Hour {
