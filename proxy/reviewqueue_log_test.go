@@ -181,3 +181,42 @@ func TestSpoolDrainFailuresLogged(t *testing.T) {
 		t.Fatalf("%d drain failure lines over 300 ms of 5 ms retries (spool pending: %v), want 1", n, q.Spool.Pending())
 	}
 }
+
+// TestUnwritableSpoolWarnedAtStart: a spool that cannot be written (with
+// store: postgres it sits beside the config file, which a systemd unit's
+// ProtectSystem=strict or a read-only mount keeps read-only) is warned of
+// when the queue starts, while the store works: nothing else said so
+// until the store failed and every item was lost.
+func TestUnwritableSpoolWarnedAtStart(t *testing.T) {
+	dir := t.TempDir()
+	st, err := review.OpenSQLite(context.Background(), filepath.Join(dir, "reviews.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	notDir := filepath.Join(dir, "file")
+	if err := os.WriteFile(notDir, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		spool string
+		want  int
+	}{{filepath.Join(notDir, "review-spool.jsonl"), 1}, {filepath.Join(dir, "review-spool.jsonl"), 0}} {
+		logs := &syncBuffer{}
+		q := NewReviewQueueOpenedByRun(func(context.Context) (review.Store, error) { return st, nil }, tc.spool, slog.New(slog.NewJSONHandler(logs, nil)))
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		q.Run(ctx)
+		n := 0
+		for _, l := range logs.lines(t) {
+			if l["msg"] == "the review spool cannot be written: needs_review items are lost while the store is down" && l["spool"] == tc.spool && l["level"] == "WARN" {
+				n++
+			}
+		}
+		if n != tc.want {
+			t.Errorf("spool %s: %d warnings, want %d: %v", tc.spool, n, tc.want, logs.lines(t))
+		}
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+}

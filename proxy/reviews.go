@@ -288,6 +288,11 @@ const DefaultOutboxPurgeAfter = 26 * time.Hour
 func (q *ReviewQueue) Run(ctx context.Context) {
 	t := time.NewTicker(q.Retry)
 	defer t.Stop()
+	if !spoolWritable(q.Spool.Path) {
+		// Nothing fails until the store does, and then every item the
+		// client is told about is lost: say so now, while it can be fixed.
+		q.Log.Warn("the review spool cannot be written: needs_review items are lost while the store is down", "spool", q.Spool.Path)
+	}
 	var lastRetention, lastPurge time.Time
 	purgeAfter := q.OutboxPurgeAfter
 	if purgeAfter <= 0 {
