@@ -217,20 +217,26 @@ const dedupeSyncBatch = 1000
 // restart, is then answered from memory: no request waits on the store
 // for it, and a slow or unreachable store slows no request (the sync logs
 // once a minute and the repeats run, as without a store).
+//
+// A panic is logged and counted, and the sync starts over after a
+// backoff from the start of the window: it only reads the store into the
+// cache, and learning a verdict again changes nothing.
 func (s *Server) SyncDedupe(ctx context.Context, every time.Duration) {
-	y := &dedupeSync{s: s}
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		if err := y.once(ctx); err != nil && ctx.Err() == nil && s.Reviews != nil {
-			s.Reviews.warnLookup(err)
+	restarting(ctx, PanicDedupeSync, s.Logger, s.panics(), func(ctx context.Context) {
+		y := &dedupeSync{s: s}
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			if err := y.once(ctx); err != nil && ctx.Err() == nil && s.Reviews != nil {
+				s.Reviews.warnLookup(err)
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
 		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
+	})
 }
 
 // dedupeSync is one SyncDedupe's position in the store.

@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/contractd/contractd/internal/panics"
 	"github.com/contractd/contractd/review"
 )
 
@@ -52,6 +53,9 @@ type ReviewQueue struct {
 	Webhook  bool // enqueue webhook deliveries with each change
 	Metrics  ReviewMetrics
 	Log      *slog.Logger
+	// Panics counts the panics Run, RunWebhook and the store's writer
+	// recover (nil: not counted).
+	Panics PanicMetrics
 	// Retention: resolved items older than this are deleted by Run.
 	Retention time.Duration
 	// Retry is how often Run retries opening the store and draining the
@@ -232,7 +236,17 @@ func (q *ReviewQueue) save(ctx context.Context, it *review.Item) bool {
 		if err == nil {
 			return true
 		}
-		q.Log.Error("review store write failed; spooling", "review_id", it.ID, "error", err.Error())
+		// The store's writer recovers a panic in its commit and fails the
+		// items it held with it: spooled below like any failed write, so
+		// none is lost (the commit's transaction was rolled back, and an
+		// item it did store is not stored twice: creating an id again is a
+		// no-op).
+		if pe := (*panics.Error)(nil); errors.As(err, &pe) {
+			q.panicMetrics().Panic(PanicReviewWriter)
+			logPanic(q.Log, "panic in the review store's writer; spooling", pe, "review_id", it.ID)
+		} else {
+			q.Log.Error("review store write failed; spooling", "review_id", it.ID, "error", err.Error())
+		}
 	}
 	q.Metrics.StoreError()
 	if err := q.Spool.Append(it); err != nil {
@@ -284,8 +298,23 @@ const DefaultOutboxPurgeAfter = 26 * time.Hour
 
 // Run reopens the store when needed, drains the spool into it, deletes
 // resolved items past retention and webhook deliveries past
-// OutboxPurgeAfter, until ctx ends.
+// OutboxPurgeAfter, until ctx ends. A panic in any of it is logged,
+// counted and Run starts over after a backoff: each step may be cut short
+// anywhere without loss or repeat. A drain stores items before it removes
+// them from the spool (storing an id again is a no-op), and the deletes
+// are by age, so doing either again only finishes the job.
 func (q *ReviewQueue) Run(ctx context.Context) {
+	restarting(ctx, PanicReviewQueue, q.Log, q.panicMetrics(), q.run)
+}
+
+func (q *ReviewQueue) panicMetrics() PanicMetrics {
+	if q.Panics == nil {
+		return nopPanicMetrics{}
+	}
+	return q.Panics
+}
+
+func (q *ReviewQueue) run(ctx context.Context) {
 	t := time.NewTicker(q.Retry)
 	defer t.Stop()
 	if !spoolWritable(q.Spool.Path) {

@@ -7,7 +7,6 @@ import (
 	"crypto/subtle"
 	"encoding/hex"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -15,7 +14,6 @@ import (
 	"net/url"
 	"os"
 	"path"
-	"runtime/debug"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -24,6 +22,7 @@ import (
 
 	"github.com/contractd/contractd/audit"
 	"github.com/contractd/contractd/config"
+	"github.com/contractd/contractd/internal/panics"
 )
 
 // Server serves the OpenAI-compatible API over the current Runtime.
@@ -36,6 +35,8 @@ type Server struct {
 	Logger    *slog.Logger
 	// Reviews stores needs_review items; nil with review.store: none.
 	Reviews *ReviewQueue
+	// Panics counts recovered panics (nil: not counted).
+	Panics PanicMetrics
 	// Env reads environment variables (client keys); os.Getenv by default.
 	Env func(string) string
 
@@ -152,7 +153,10 @@ func (s *Server) Handler(admin http.Handler) http.Handler {
 		mux.Handle("GET /review", admin)
 	}
 	mux.HandleFunc("/", notFound)
-	return s.Deadlines(s.exactPaths(mux))
+	// The POST edges exactPaths serves itself recover their own panics
+	// (exchange.recoverPanic); everything the ServeMux serves goes through
+	// the same gate here, outside the hot path.
+	return s.Deadlines(s.exactPaths(s.RecoverPanics(mux)))
 }
 
 func notFound(w http.ResponseWriter, r *http.Request) {
@@ -406,8 +410,9 @@ func errInternal() *APIError {
 // ends: one audit line and its metrics (unless finish already wrote them),
 // and a 500 envelope when no response has started. Without it net/http
 // recovers the panic itself: the client sees the connection drop, and no
-// audit line or metric records the request. The panic and its stack go to
-// the log. http.ErrAbortHandler is a deliberate abort (a passthrough relay
+// audit line or metric records the request. The panic's type, a
+// description without its value (which may hold request or model text or
+// a key) and its stack go to the log (logPanic). http.ErrAbortHandler is a deliberate abort (a passthrough relay
 // cut short, already audited) and goes on to net/http. A response that
 // may have started cannot be followed by a clean answer: the connection
 // is aborted instead, as net/http would.
@@ -419,7 +424,8 @@ func (x *exchange) recoverPanic(ctx context.Context, w http.ResponseWriter) {
 	if p == http.ErrAbortHandler {
 		panic(p)
 	}
-	x.logger().Error("panic serving request", "route", x.ev.Route, "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+	x.s.panics().Panic(PanicRequest)
+	logPanic(x.logger(), "panic serving request", panics.New(p), "route", x.ev.Route)
 	if x.finished || x.responding {
 		if !x.finished {
 			x.finish(ctx, http.StatusInternalServerError, outcomePanic, CodeInternal)

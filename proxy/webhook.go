@@ -85,18 +85,25 @@ func (q *ReviewQueue) RunWebhook(ctx context.Context, h *Webhook) {
 	if h.Lease == 0 {
 		h.Lease = time.Minute
 	}
-	t := time.NewTicker(q.Retry)
-	defer t.Stop()
-	for {
-		if st := q.Store(); st != nil {
-			q.deliver(ctx, st, h)
+	// A panic is logged and counted and the worker starts over after a
+	// backoff: deliveries are claimed under a lease, so one claimed and
+	// not finished is claimed again when the lease ends, as after a crash.
+	// It may then be posted twice, which at-least-once delivery allows
+	// (its X-Contractd-Delivery id is the same); none is lost.
+	restarting(ctx, PanicWebhook, q.Log, q.panicMetrics(), func(ctx context.Context) {
+		t := time.NewTicker(q.Retry)
+		defer t.Stop()
+		for {
+			if st := q.Store(); st != nil {
+				q.deliver(ctx, st, h)
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
 		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
+	})
 }
 
 func (q *ReviewQueue) deliver(ctx context.Context, st review.Store, h *Webhook) {

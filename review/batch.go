@@ -5,6 +5,8 @@ import (
 	"errors"
 	"sync"
 	"time"
+
+	"github.com/contractd/contractd/internal/panics"
 )
 
 // batcher group-commits Create: a few writer goroutines each take every
@@ -113,6 +115,10 @@ func (b *batcher) writer() {
 			}
 		}
 		b.commitBatch(batch)
+		// A panic in between (store upkeep: a WAL checkpoint) is left to
+		// end the process: no item is held then (each of the batch was
+		// answered), but this package has no log to report it in, and a
+		// writer that swallowed it silently would hide the bug.
 		if b.between != nil {
 			b.between(false)
 		}
@@ -122,11 +128,11 @@ func (b *batcher) writer() {
 func (b *batcher) commitBatch(batch []createReq) {
 	ctx, cancel := context.WithTimeout(context.Background(), b.timeout)
 	defer cancel()
-	created, err := b.commit(ctx, batch)
+	created, err := b.safeCommit(ctx, batch)
 	if err != nil && len(batch) > 1 {
 		// One bad item must not fail the others: retry each alone.
 		for _, r := range batch {
-			c, err := b.commit(ctx, []createReq{r})
+			c, err := b.safeCommit(ctx, []createReq{r})
 			r.res <- createRes{err == nil && c[0], err}
 		}
 		return
@@ -134,4 +140,21 @@ func (b *batcher) commitBatch(batch []createReq) {
 	for i, r := range batch {
 		r.res <- createRes{err == nil && created[i], err}
 	}
+}
+
+// safeCommit is commit with a panic turned into a *panics.Error for the
+// items of the batch. The writer holds items whose callers wait for an
+// answer: a panic left to end the writer would end the process with them
+// unanswered (the clients told nothing, their items nowhere). Answered
+// with the error, each caller spools its item (ReviewQueue.save), which
+// loses none: the commit's transaction is rolled back by its deferred
+// Rollback, and an item it did commit before the panic is not stored
+// twice, since creating an id that exists is a no-op.
+func (b *batcher) safeCommit(ctx context.Context, batch []createReq) (created []bool, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			created, err = nil, panics.New(p)
+		}
+	}()
+	return b.commit(ctx, batch)
 }

@@ -48,6 +48,11 @@ func TestMetricsDocumented(t *testing.T) {
 	if err := tel.AuditMetrics(func() int64 { return 1 }); err != nil {
 		t.Fatal(err)
 	}
+	pm, err := tel.PanicMetrics()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pm.Panic(proxy.PanicHandler)
 
 	exposed := map[string]bool{}
 	for _, line := range strings.Split(scrape(t, tel), "\n") {
@@ -138,6 +143,7 @@ var declaredMetrics = []string{
 	telemetry.MetricWebhookDeliveries,
 	telemetry.MetricDedupeEntries,
 	telemetry.MetricDedupeEvictions,
+	telemetry.MetricPanics,
 }
 
 // exposedName is a metric's name on /metrics: contractd's own as written,

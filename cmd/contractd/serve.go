@@ -278,6 +278,11 @@ func serve(ctx context.Context, path string, rt *config.Runtime, logger *slog.Lo
 			return err
 		}
 		srv.SetRateLimitMetrics(rlm)
+		pm, err := activeTelemetry.PanicMetrics()
+		if err != nil {
+			return err
+		}
+		srv.Panics = pm
 	}
 	if rl := rt.Server.RateLimit; rl != nil {
 		logger.Info("rate limit", "store", rl.Store, "requests_per_second", rl.RequestsPerSecond, "burst", max(rl.Burst, 1))
@@ -292,6 +297,7 @@ func serve(ctx context.Context, path string, rt *config.Runtime, logger *slog.Lo
 	if queue != nil {
 		defer queue.Close()
 		srv.Reviews = queue
+		queue.Panics = srv.Panics
 		if activeTelemetry != nil {
 			rm, err := activeTelemetry.ReviewMetrics(func(ctx context.Context) (map[string]int, error) {
 				st := queue.Store()
@@ -346,7 +352,7 @@ func serve(ctx context.Context, path string, rt *config.Runtime, logger *slog.Lo
 	servers := []*http.Server{proxy.NewHTTPServer(apiHandler)}
 	addrs := []string{rt.Server.Listen}
 	if rt.Server.AdminListen != "" {
-		servers = append(servers, proxy.NewHTTPServer(srv.Deadlines(srv.AdminGate(admin, false))))
+		servers = append(servers, proxy.NewHTTPServer(srv.Deadlines(srv.RecoverPanics(srv.AdminGate(admin, false)))))
 		addrs = append(addrs, rt.Server.AdminListen)
 	}
 	// Watch for reloads before listening: once "listening" is logged, a
@@ -533,6 +539,19 @@ func watchReload(ctx context.Context, rw *reloadWatch, path string, l live, tel 
 	// a config that is refused then is not reported, and reload returns
 	// true: it is tried again once the writes pause.
 	reload := func(trigger string, tentative bool) (deferred bool) {
+		// A panic while reloading (a bug in loading or installing a
+		// config) is logged, counted and taken as a refused reload: the
+		// loop goes on, so no later SIGHUP or file change is missed, and
+		// the running config stays (Swap installs a new one in a single
+		// store; at worst the audit was reopened for a config that was
+		// not installed, and the next reload sets both).
+		defer func() {
+			if p := recover(); p != nil {
+				l.srv.ReportPanic("panic while reloading the config; keeping the running config", proxy.PanicConfigWatch, p)
+				tel.ConfigReload(false)
+				deferred = false
+			}
+		}()
 		rt, err := config.Load(path)
 		var refusedFiles []string // what the new config names: watched while it is refused
 		var loadErr *config.Error
