@@ -6,6 +6,7 @@ import (
 	"embed"
 	"fmt"
 	"net/url"
+	"os"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -62,6 +63,14 @@ type sqliteReader struct {
 // no checkpointer. A missing file is an error (nothing is created), and a
 // store whose migrations are not this binary's is a *SchemaLevelError.
 func OpenSQLiteReader(ctx context.Context, file string) (Reader, error) {
+	// SQLite would say only "unable to open database file (14)" for a
+	// file that is not there or that this user may not read (0600, the
+	// serving user's): the file system's reason says which.
+	f, err := os.Open(file)
+	if err != nil {
+		return nil, fmt.Errorf("review store %s: %w", file, err)
+	}
+	f.Close()
 	q := url.Values{}
 	q.Set("mode", "ro")
 	for _, p := range []string{"busy_timeout(10000)", "query_only(1)"} {

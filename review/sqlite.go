@@ -89,9 +89,14 @@ func openSQLite(ctx context.Context, file string, every time.Duration, restartAt
 	// existing file this process's user owns is made the owner's alone too
 	// (older versions created it 0644), with any -wal and -shm a previous
 	// run left; the -wal and -shm created later take the database's mode.
-	if f, err := os.OpenFile(file, os.O_RDWR|os.O_CREATE, 0o600); err == nil {
-		f.Close()
+	f, err := os.OpenFile(file, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		// SQLite would say only "unable to open database file (14)":
+		// the file system's reason (permission denied, a read-only file
+		// system, no such directory) tells the operator what to fix.
+		return nil, fmt.Errorf("review store %s: %w", file, err)
 	}
+	f.Close()
 	for _, f := range []string{file, file + "-wal", file + "-shm"} {
 		privateMode(f, euid())
 	}
