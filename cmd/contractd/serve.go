@@ -368,7 +368,17 @@ func serve(ctx context.Context, path string, rt *config.Runtime, logger *slog.Lo
 	for i, hs := range servers {
 		ln, err := net.Listen("tcp", addrs[i])
 		if err != nil {
-			return fmt.Errorf("listen %s: %w", addrs[i], err)
+			// "server.listen 127.0.0.1:8080: bind: address already in
+			// use": the config key to change, the address once.
+			key := "server.listen"
+			if i == 1 {
+				key = "server.admin_listen"
+			}
+			var oe *net.OpError
+			if errors.As(err, &oe) && oe.Err != nil {
+				err = oe.Err
+			}
+			return fmt.Errorf("%s %s: %w", key, addrs[i], err)
 		}
 		kind := "api"
 		if i == 1 {
