@@ -3,6 +3,7 @@ package proxy
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -63,6 +64,61 @@ const (
 	CodeReviewStoreDown      ErrorCode = "review_store_unavailable"
 	CodeInternal             ErrorCode = "internal_error"
 )
+
+// errorKind is the one status and type an error code is sent with.
+type errorKind struct {
+	Status int
+	Type   ErrorType
+}
+
+// errorTable is every error the package answers, by code. writeError, the
+// one gate to the envelope, sends nothing else (accepted), and
+// docs/clients.md's error table is held to it (TestErrorCodesDocumented):
+// a code added above and not here is answered 500 internal_error, which
+// the first test of its path sees, instead of reaching clients with no
+// documentation.
+var errorTable = map[ErrorCode]errorKind{
+	CodeInvalidJSON:          {http.StatusBadRequest, typeInvalidRequest},
+	CodeInputSchemaViolation: {http.StatusBadRequest, typeInvalidRequest},
+	CodeClientSystem:         {http.StatusBadRequest, typeInvalidRequest},
+	CodeUnsupportedParameter: {http.StatusBadRequest, typeInvalidRequest},
+	CodeInputTooLarge:        {http.StatusBadRequest, typeInvalidRequest},
+	CodeInvalidMessage:       {http.StatusBadRequest, typeInvalidRequest},
+	CodeInvalidParameter:     {http.StatusBadRequest, typeInvalidRequest},
+	CodeMissingField:         {http.StatusBadRequest, typeInvalidRequest},
+	CodeInvalidAPIKey:        {http.StatusUnauthorized, typeAuth},
+	CodeModelNotFound:        {http.StatusNotFound, typeInvalidRequest},
+	CodeReviewNotFound:       {http.StatusNotFound, typeInvalidRequest},
+	CodeContractNotFound:     {http.StatusNotFound, typeInvalidRequest},
+	CodeNotFound:             {http.StatusNotFound, typeInvalidRequest},
+	CodeRequestTimeout:       {http.StatusRequestTimeout, typeInvalidRequest},
+	CodeReviewResolved:       {http.StatusConflict, typeInvalidRequest},
+	CodeRequestTooLarge:      {http.StatusRequestEntityTooLarge, typeInvalidRequest},
+	CodeContractViolation:    {http.StatusUnprocessableEntity, typeNeedsReview},
+	CodeBudgetExhausted:      {http.StatusUnprocessableEntity, typeNeedsReview},
+	CodeRateLimitExceeded:    {http.StatusTooManyRequests, typeRateLimit},
+	CodeClientClosed:         {StatusClientClosed, typeInvalidRequest},
+	CodeInternal:             {http.StatusInternalServerError, typeServer},
+	CodeUpstreamError:        {http.StatusBadGateway, typeUpstream},
+	CodeServerBusy:           {http.StatusServiceUnavailable, typeServer},
+	CodeReviewStoreDown:      {http.StatusServiceUnavailable, typeServer},
+	CodeUpstreamTimeout:      {http.StatusGatewayTimeout, typeUpstream},
+}
+
+// errUndeclared is what an error outside errorTable is answered with: a
+// bug, so the 500 internal_error of one, the cause kept for the log.
+var errUndeclared = errors.New("error code not in errorTable (proxy/errors.go)")
+
+// accepted is e when errorTable holds its code with its status and type,
+// else a 500 internal_error whose Internal names what was refused.
+func accepted(e *APIError) *APIError {
+	if k, ok := errorTable[e.Code]; ok && k.Status == e.Status && k.Type == e.Type {
+		return e
+	}
+	ie := errInternal()
+	ie.Internal = fmt.Errorf("%w: %d %s %s", errUndeclared, e.Status, e.Type, e.Code)
+	return ie
+}
 
 // APIError is a client-facing error. Message is written for the client and
 // must never contain secrets or internal details; Internal (logged only)
@@ -132,8 +188,10 @@ type errorObject struct {
 	Violations []contracts.Violation `json:"violations,omitempty"`
 }
 
-// writeError is the one gate from typed errors to the OpenAI envelope.
+// writeError is the one gate from typed errors to the OpenAI envelope; it
+// answers only what errorTable holds (accepted).
 func writeError(w http.ResponseWriter, e *APIError) {
+	e = accepted(e)
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	if e.RetryAfter > 0 || e.RetryAfterZero {

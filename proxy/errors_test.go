@@ -5,44 +5,13 @@ package proxy
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 )
-
-// errorTable is every (status, type, code) the package answers: one row
-// for each ErrorCode constant in errors.go, each sent with one status and
-// type. A code added there is added here, and TestErrorCodesDocumented
-// then wants its row in docs/clients.md's error table.
-var errorTable = []errorUse{
-	{http.StatusBadRequest, typeInvalidRequest, CodeInvalidJSON},
-	{http.StatusBadRequest, typeInvalidRequest, CodeInputSchemaViolation},
-	{http.StatusBadRequest, typeInvalidRequest, CodeClientSystem},
-	{http.StatusBadRequest, typeInvalidRequest, CodeUnsupportedParameter},
-	{http.StatusBadRequest, typeInvalidRequest, CodeInputTooLarge},
-	{http.StatusBadRequest, typeInvalidRequest, CodeInvalidMessage},
-	{http.StatusBadRequest, typeInvalidRequest, CodeInvalidParameter},
-	{http.StatusBadRequest, typeInvalidRequest, CodeMissingField},
-	{http.StatusUnauthorized, typeAuth, CodeInvalidAPIKey},
-	{http.StatusNotFound, typeInvalidRequest, CodeModelNotFound},
-	{http.StatusNotFound, typeInvalidRequest, CodeReviewNotFound},
-	{http.StatusNotFound, typeInvalidRequest, CodeContractNotFound},
-	{http.StatusNotFound, typeInvalidRequest, CodeNotFound},
-	{http.StatusRequestTimeout, typeInvalidRequest, CodeRequestTimeout},
-	{http.StatusConflict, typeInvalidRequest, CodeReviewResolved},
-	{http.StatusRequestEntityTooLarge, typeInvalidRequest, CodeRequestTooLarge},
-	{http.StatusUnprocessableEntity, typeNeedsReview, CodeContractViolation},
-	{http.StatusUnprocessableEntity, typeNeedsReview, CodeBudgetExhausted},
-	{http.StatusTooManyRequests, typeRateLimit, CodeRateLimitExceeded},
-	{StatusClientClosed, typeInvalidRequest, CodeClientClosed},
-	{http.StatusInternalServerError, typeServer, CodeInternal},
-	{http.StatusBadGateway, typeUpstream, CodeUpstreamError},
-	{http.StatusServiceUnavailable, typeServer, CodeServerBusy},
-	{http.StatusServiceUnavailable, typeServer, CodeReviewStoreDown},
-	{http.StatusGatewayTimeout, typeUpstream, CodeUpstreamTimeout},
-}
 
 const (
 	classifyMsg = `{"role":"user","content":"{\"subject\":\"Broken window\",\"body\":\"My window broke during the storm.\"}"}`
@@ -301,5 +270,34 @@ func TestErrorEnvelopeNotHTMLEscaped(t *testing.T) {
 	var eb errorBody
 	if err := json.Unmarshal(rec.Body.Bytes(), &eb); err != nil || eb.Error.Message != e.Message {
 		t.Errorf("decoded %+v, %v", eb.Error, err)
+	}
+}
+
+// The envelope gate answers only what errorTable holds: a code outside
+// it, or one of its codes with another status or type, is a bug, answered
+// 500 internal_error (a test of the new code's path sees it), its cause
+// kept for the log. Before, writeError sent whatever it was given, so a
+// new code reached clients whether or not docs/clients.md had it.
+func TestUndeclaredErrorAnswers500(t *testing.T) {
+	for _, e := range []*APIError{
+		{Status: http.StatusTeapot, Type: typeInvalidRequest, Code: "made_up_code", Message: "m"},
+		{Status: http.StatusNotFound, Type: typeServer, Code: CodeModelNotFound, Message: "m"},
+		{Status: http.StatusBadRequest, Type: typeInvalidRequest, Code: CodeModelNotFound, Message: "m"},
+	} {
+		rec := httptest.NewRecorder()
+		rec.Header().Set("X-Request-Id", newRequestID()) // as every handler sets it first
+		writeError(rec, e)
+		r := &result{Status: rec.Code, Header: rec.Header(), Body: rec.Body.Bytes()}
+		_ = json.Unmarshal(r.Body, &r.JSON)
+		wantError(t, r, http.StatusInternalServerError, typeServer, CodeInternal, nil)
+		if a := accepted(e); !errors.Is(a.Internal, errUndeclared) || !strings.Contains(a.Internal.Error(), string(e.Code)) {
+			t.Errorf("%s: the refusal's cause %v does not name it", e.Code, a.Internal)
+		}
+	}
+	for code, k := range errorTable {
+		e := &APIError{Status: k.Status, Type: k.Type, Code: code, Message: "m"}
+		if accepted(e) != e {
+			t.Errorf("%s (%d %s) from the table is refused", code, k.Status, k.Type)
+		}
 	}
 }

@@ -384,6 +384,7 @@ func (x *exchange) logger() *slog.Logger {
 
 // fail answers with e and records the outcome.
 func (x *exchange) fail(ctx context.Context, w http.ResponseWriter, e *APIError, outcome audit.Outcome) {
+	e = accepted(e) // as writeError answers it: the audit and metrics agree with the client
 	if e.Internal != nil {
 		x.logger().Warn("request failed", "code", e.Code, "cause", e.Internal.Error())
 	}

@@ -14,7 +14,7 @@ const MetricAuditWriteErrors = "contractd_audit_write_errors_total"
 // (audit.Switch.Failed) at each scrape. Its series exists from the start
 // (at 0), so an increase() alert works before the first failure.
 func (t *Telemetry) AuditMetrics(failed func() int64) error {
-	m := t.mp.Meter(ScopeName)
+	m := t.meter()
 	c, err := m.Int64ObservableCounter(MetricAuditWriteErrors,
 		metric.WithDescription("Audit lines (request and review_resolved events) the sink could not write; those requests were answered without their line."), metric.WithUnit("{line}"))
 	if err != nil {

@@ -18,9 +18,9 @@ import (
 // the rows of docs/observability.md's metric table. Every group serve
 // registers is registered here as serve does, with an observation each (a
 // family without a sample has no # TYPE line), after the request
-// scenarios; and every Metric* name this package declares
-// (declaredMetrics) is among the exposed families, so a metric added
-// without an observation here fails too.
+// scenarios; and every metric the package declares (DeclaredMetrics: the
+// only names its meter creates instruments under) is among the exposed
+// families, so a metric added without an observation here fails too.
 func TestMetricsDocumented(t *testing.T) {
 	h := newHarness(t, harnessOpts{})
 	runScenarios(t, h)
@@ -96,7 +96,7 @@ func TestMetricsDocumented(t *testing.T) {
 			}
 		}
 	}
-	for _, name := range declaredMetrics {
+	for _, name := range telemetry.DeclaredMetrics() {
 		if name = exposedName(name); !exposed[name] {
 			t.Errorf("the package declares metric %s, which this test never saw exposed (register and observe it above, and document it)", name)
 		}
@@ -116,34 +116,6 @@ func documentedMetrics(t *testing.T) map[string]bool {
 		t.Fatalf("only %d metric rows read from docs/observability.md: %v", len(out), out)
 	}
 	return out
-}
-
-// declaredMetrics are the Metric* constants the package declares
-// (metrics.go, http.go, limits.go, ratelimit.go, reviews.go). A metric
-// added there is added here, and TestMetricsDocumented then wants it
-// exposed (registered and observed above) and documented.
-var declaredMetrics = []string{
-	telemetry.MetricRequests,
-	telemetry.MetricAttempts,
-	telemetry.MetricViolations,
-	telemetry.MetricRequestDuration,
-	telemetry.MetricUpstreamDuration,
-	telemetry.MetricValidationDuration,
-	telemetry.MetricTokens,
-	telemetry.MetricConfigReloads,
-	telemetry.MetricHTTPDuration,
-	telemetry.MetricConnectionsOpen,
-	telemetry.MetricInflightBytes,
-	telemetry.MetricServerBusy,
-	telemetry.MetricMemoryLimit,
-	telemetry.MetricRateLimitStoreErrors,
-	telemetry.MetricReviewsPending,
-	telemetry.MetricReviewsResolved,
-	telemetry.MetricReviewStoreErrors,
-	telemetry.MetricWebhookDeliveries,
-	telemetry.MetricDedupeEntries,
-	telemetry.MetricDedupeEvictions,
-	telemetry.MetricPanics,
 }
 
 // exposedName is a metric's name on /metrics: contractd's own as written,

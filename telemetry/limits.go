@@ -25,7 +25,7 @@ type LimitStats struct {
 // LimitMetrics registers the connection, in-flight and busy instruments,
 // read from stats at each scrape.
 func (t *Telemetry) LimitMetrics(stats func() LimitStats) error {
-	m := t.mp.Meter(ScopeName)
+	m := t.meter()
 	conns, err := m.Int64ObservableGauge(MetricConnectionsOpen,
 		metric.WithDescription("Connections open on listen (server.max_connections caps them; the admin listener is not counted)."), metric.WithUnit("{connection}"))
 	if err != nil {

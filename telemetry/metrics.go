@@ -38,7 +38,7 @@ const (
 )
 
 func (t *Telemetry) instruments() error {
-	m := t.mp.Meter(ScopeName)
+	m := t.meter()
 	var errs []error
 	count := func(name, desc, unit string) metric.Int64Counter {
 		c, err := m.Int64Counter(name, metric.WithDescription(desc), metric.WithUnit(unit))

@@ -16,7 +16,7 @@ type PanicMetrics struct{ panics metric.Int64Counter }
 
 // PanicMetrics registers the recovered-panic counter.
 func (t *Telemetry) PanicMetrics() (*PanicMetrics, error) {
-	c, err := t.mp.Meter(ScopeName).Int64Counter(MetricPanics,
+	c, err := t.meter().Int64Counter(MetricPanics,
 		metric.WithDescription("Panics recovered (a bug), by where: request, handler or a background task."), metric.WithUnit("{panic}"))
 	if err != nil {
 		return nil, err

@@ -17,7 +17,7 @@ type RateLimitMetrics struct{ errs metric.Int64Counter }
 // exists from the start (at 0), so an increase() alert works before the
 // first failure.
 func (t *Telemetry) RateLimitMetrics() (*RateLimitMetrics, error) {
-	c, err := t.mp.Meter(ScopeName).Int64Counter(MetricRateLimitStoreErrors,
+	c, err := t.meter().Int64Counter(MetricRateLimitStoreErrors,
 		metric.WithDescription("Rate-limit store (Redis) calls that failed; those requests passed unlimited."), metric.WithUnit("{error}"))
 	if err != nil {
 		return nil, err

@@ -31,7 +31,7 @@ type ReviewMetrics struct {
 // scrape (bounded by a short timeout) so the gauge is the store's truth,
 // shared by every replica of a shared store.
 func (t *Telemetry) ReviewMetrics(pending func(ctx context.Context) (map[string]int, error)) (*ReviewMetrics, error) {
-	m := t.mp.Meter(ScopeName)
+	m := t.meter()
 	r := &ReviewMetrics{}
 	var err error
 	if r.resolved, err = m.Int64Counter(MetricReviewsResolved, metric.WithDescription("Review items resolved, by route, status and by (reviewer, rerun)."), metric.WithUnit("{review}")); err != nil {
@@ -97,7 +97,7 @@ const (
 // DedupeMetrics registers the dedupe cache's size and evictions, read from
 // stats (proxy.Server.DedupeStats) at each scrape.
 func (t *Telemetry) DedupeMetrics(stats func() (entries int, evictions int64)) error {
-	m := t.mp.Meter(ScopeName)
+	m := t.meter()
 	entries, err := m.Int64ObservableGauge(MetricDedupeEntries,
 		metric.WithDescription("needs_review verdicts held by the dedupe cache (bounded; least recently used evicted)."), metric.WithUnit("{entry}"))
 	if err != nil {
