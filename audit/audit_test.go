@@ -208,9 +208,7 @@ func TestFileSinkConcurrentWriters(t *testing.T) {
 	big := json.RawMessage(`"` + strings.Repeat("x", 96<<10) + `"`)
 	var wg sync.WaitGroup
 	for g := range goroutines {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			sink := s1
 			if g%2 == 1 {
 				sink = s2
@@ -225,7 +223,7 @@ func TestFileSinkConcurrentWriters(t *testing.T) {
 					return
 				}
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	if err := errors.Join(s1.Close(), s2.Close()); err != nil {

@@ -388,9 +388,7 @@ func TestFastSchemaConcurrent(t *testing.T) {
 	}
 	var wg sync.WaitGroup
 	for g := 0; g < 4; g++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for k := 0; k < 200; k++ {
 				for i, v := range insts {
 					if got := s.fast.valid(v); got != want[i] {
@@ -399,7 +397,7 @@ func TestFastSchemaConcurrent(t *testing.T) {
 					}
 				}
 			}
-		}()
+		})
 	}
 	wg.Wait()
 }

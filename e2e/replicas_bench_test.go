@@ -72,9 +72,7 @@ func benchCluster(b *testing.B, c *cluster, dsn string) {
 			b.ResetTimer()
 			start := time.Now()
 			for range 16 {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
+				wg.Go(func() {
 					for {
 						i := next.Add(1)
 						if i > int64(b.N) {
@@ -84,7 +82,7 @@ func benchCluster(b *testing.B, c *cluster, dsn string) {
 							failed.Add(1)
 						}
 					}
-				}()
+				})
 			}
 			wg.Wait()
 			el := time.Since(start)

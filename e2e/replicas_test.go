@@ -361,9 +361,7 @@ func TestReplicas(t *testing.T) {
 			start := make(chan struct{})
 			for i := range 3 {
 				for range each {
-					wg.Add(1)
-					go func() {
-						defer wg.Done()
+					wg.Go(func() {
 						<-start
 						st, m := c.admin(t, i, "POST", "/admin/reviews/"+id+"/approve", approveBody)
 						mu.Lock()
@@ -372,7 +370,7 @@ func TestReplicas(t *testing.T) {
 						if e, ok := m["error"].(map[string]any); ok {
 							errCodes[fmt.Sprint(e["code"])]++
 						}
-					}()
+					})
 				}
 			}
 			close(start)

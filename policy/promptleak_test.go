@@ -112,9 +112,7 @@ func TestPromptLeakCacheConcurrent(t *testing.T) {
 	pol := NewPromptLeak()
 	var wg sync.WaitGroup
 	for g := range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for i := range 200 {
 				prompt := fmt.Sprintf("%s request %d", leakPrompt, (g*200+i)%150)
 				out := map[string]any{"a": prompt}
@@ -124,7 +122,7 @@ func TestPromptLeakCacheConcurrent(t *testing.T) {
 					return
 				}
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	if n := len(pol.(*PromptLeakPolicy).cache); n > promptLeakCacheSize {

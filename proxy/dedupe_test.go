@@ -160,8 +160,7 @@ func TestDedupeConcurrentIdentical(t *testing.T) {
 	results := make([]*result, n)
 	var wg sync.WaitGroup
 	for i := range results {
-		wg.Add(1)
-		go func() { defer wg.Done(); results[i] = h.post("", failBody) }()
+		wg.Go(func() { ; results[i] = h.post("", failBody) })
 	}
 	// Let every request reach the server before the upstream answers.
 	deadline := time.Now().Add(5 * time.Second)
@@ -218,13 +217,11 @@ func TestDedupeIdenticalValidRunTogether(t *testing.T) {
 	}
 	var wg sync.WaitGroup
 	for range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			if r := h.post("", failBody); r.Status != 200 {
 				t.Errorf("status %d %s", r.Status, r.Body)
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	if peak != n {
@@ -260,13 +257,11 @@ func TestDedupeBounded(t *testing.T) {
 	h.srv.dedupe = newDedupe(16)
 	var wg sync.WaitGroup
 	for i := 0; i < 4; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for j := 0; j < 15; j++ {
 				reviewID(t, h.post("", fmt.Sprintf(`{"model":"free","messages":[{"role":"user","content":"q %d-%d"}]}`, i, j)))
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	entries, evictions := h.srv.DedupeStats()

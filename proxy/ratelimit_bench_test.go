@@ -82,9 +82,7 @@ func closedLoop(b *testing.B, url string, workers int, op func(g int) (time.Dura
 	cpu := startCPU(b, url)
 	b.ResetTimer()
 	for g := 0; g < workers; g++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			mine := make([]time.Duration, 0, b.N/workers+1)
 			for range work {
 				d, err := op(g)
@@ -95,7 +93,7 @@ func closedLoop(b *testing.B, url string, workers int, op func(g int) (time.Dura
 				mine = append(mine, d)
 			}
 			lat.Add(mine...)
-		}()
+		})
 	}
 	wg.Wait()
 	b.StopTimer()
@@ -187,9 +185,7 @@ func BenchmarkRateLimitPaced(b *testing.B) {
 			b.ResetTimer()
 			begin := time.Now()
 			for g := 0; g < senders; g++ {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
+				wg.Go(func() {
 					mine := make([]time.Duration, 0, b.N/senders+1)
 					// Sender g sends requests g, g+16, ...; request i is due at
 					// begin + i/limitPacedRate.
@@ -200,7 +196,7 @@ func BenchmarkRateLimitPaced(b *testing.B) {
 						mine = append(mine, time.Since(due))
 					}
 					lat.Add(mine...)
-				}()
+				})
 			}
 			wg.Wait()
 			b.StopTimer()

@@ -25,11 +25,9 @@ func queueBatch(t *testing.T, r *redisStore, calls []func(), beforeFree func()) 
 	r.mu.Unlock()
 	var wg sync.WaitGroup
 	for _, call := range calls {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			call()
-		}()
+		})
 	}
 	deadline := time.Now().Add(5 * time.Second)
 	for {
@@ -132,9 +130,7 @@ func TestRedisLimiterConcurrentExact(t *testing.T) {
 	var allowed, refused atomic.Int64
 	var wg sync.WaitGroup
 	for range streams {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for range each {
 				if e := l.allow(context.Background(), c); e == nil {
 					allowed.Add(1)
@@ -142,7 +138,7 @@ func TestRedisLimiterConcurrentExact(t *testing.T) {
 					refused.Add(1)
 				}
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	if allowed.Load() != burst || refused.Load() != streams*each-burst {
@@ -251,9 +247,7 @@ func silentServer(t *testing.T) (url string, stop func()) {
 		conns.Wait()
 	}
 	t.Cleanup(stop)
-	conns.Add(1)
-	go func() {
-		defer conns.Done()
+	conns.Go(func() {
 		for {
 			c, err := ln.Accept()
 			if err != nil {
@@ -267,6 +261,6 @@ func silentServer(t *testing.T) (url string, stop func()) {
 				_, _ = io.Copy(io.Discard, c)
 			}()
 		}
-	}()
+	})
 	return "redis://" + ln.Addr().String() + "/0", stop
 }

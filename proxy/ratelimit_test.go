@@ -225,9 +225,7 @@ func TestRedisLimiterReplicas(t *testing.T) {
 	gate := make(chan struct{})
 	for i := range streams {
 		l := limiters[i/2]
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			<-gate
 			for {
 				sent := time.Now()
@@ -238,7 +236,7 @@ func TestRedisLimiterReplicas(t *testing.T) {
 				streams[i] = append(streams[i], take{sent, time.Now(), ok})
 				time.Sleep(time.Millisecond)
 			}
-		}()
+		})
 	}
 	begin = time.Now()
 	close(gate)

@@ -33,9 +33,7 @@ func TestReloadUnderLoad(t *testing.T) {
 	var mu sync.Mutex
 	var failures []string
 	for g := 0; g < 8; g++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for {
 				select {
 				case <-stop:
@@ -66,7 +64,7 @@ func TestReloadUnderLoad(t *testing.T) {
 				}
 				ok.Add(1)
 			}
-		}()
+		})
 	}
 	// 400 ms and then until there were 20 swaps and 20 requests: on a
 	// loaded machine each 2 ms sleep can last far longer and 400 ms held

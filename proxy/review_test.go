@@ -263,9 +263,7 @@ func TestConcurrentApprovesOneWins(t *testing.T) {
 	var ok, conflict atomic.Int32
 	var wg sync.WaitGroup
 	for i := 0; i < 50; i++ {
-		wg.Add(1)
-		go func(i int) {
-			defer wg.Done()
+		wg.Go(func() {
 			r := rh.call("POST", "/admin/reviews/"+id+"/approve", fmt.Sprintf(`{"output":%s,"reviewer":"r%d"}`, validClassify, i), adminKey)
 			switch r.Status {
 			case 200:
@@ -275,7 +273,7 @@ func TestConcurrentApprovesOneWins(t *testing.T) {
 			default:
 				t.Errorf("%d %s", r.Status, r.Body)
 			}
-		}(i)
+		})
 	}
 	wg.Wait()
 	if ok.Load() != 1 || conflict.Load() != 49 {

@@ -379,16 +379,14 @@ func (r *runner) run(ctx context.Context, produce func(context.Context, func(job
 	}
 	var wg sync.WaitGroup
 	for range r.workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for c := range work {
 				for i := range c.jobs {
 					c.res[i] = r.process(ctx, &c.jobs[i])
 				}
 				close(c.done)
 			}
-		}()
+		})
 	}
 	collected := make(chan struct{})
 	go func() {

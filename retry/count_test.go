@@ -165,9 +165,7 @@ func TestConcurrentUse(t *testing.T) {
 	var wg sync.WaitGroup
 	errs := make(chan string, 64)
 	for g := 0; g < 32; g++ {
-		wg.Add(1)
-		go func(g int) {
-			defer wg.Done()
+		wg.Go(func() {
 			for i := 0; i < 10; i++ {
 				m := models[(g+i)%len(models)]
 				s := texts[(g*7+i)%len(texts)]
@@ -179,7 +177,7 @@ func TestConcurrentUse(t *testing.T) {
 					errs <- fmt.Sprintf("%s: Cut = %q, want %q", m, got, wantCut[key{m, s}])
 				}
 			}
-		}(g)
+		})
 	}
 	wg.Wait()
 	close(errs)
@@ -194,11 +192,9 @@ func TestFirstLoadConcurrent(t *testing.T) {
 	var wg sync.WaitGroup
 	got := make([]Counter, 16)
 	for i := range got {
-		wg.Add(1)
-		go func(i int) {
-			defer wg.Done()
+		wg.Go(func() {
 			got[i] = CounterFor("text-davinci-003")
-		}(i)
+		})
 	}
 	wg.Wait()
 	for i := range got {

@@ -52,16 +52,14 @@ func TestPostgresMigrationOutlastsOpTimeout(t *testing.T) {
 	errs := make([]error, 2)
 	took := make([]time.Duration, 2)
 	for i := range errs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			start := time.Now()
 			s, err := review.OpenPostgres(ctx, dsn, review.PostgresOptions{OpTimeout: op})
 			took[i], errs[i] = time.Since(start), err
 			if err == nil {
 				s.Close()
 			}
-		}()
+		})
 	}
 	time.Sleep(4 * time.Second)
 	if err := tx.Commit(ctx); err != nil {

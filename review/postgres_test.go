@@ -39,11 +39,9 @@ func TestPostgresMigrateConcurrently(t *testing.T) {
 	stores := make([]*review.Postgres, n)
 	errs := make([]error, n)
 	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			stores[i], errs[i] = review.OpenPostgres(context.Background(), dsn, review.PostgresOptions{})
-		}()
+		})
 	}
 	wg.Wait()
 	for i, err := range errs {
@@ -144,9 +142,7 @@ func TestPostgresClaimDisjointAndLeases(t *testing.T) {
 	var wg sync.WaitGroup
 	for _, s := range stores {
 		for range 4 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
+			wg.Go(func() {
 				for {
 					ds, err := s.ClaimDeliveries(context.Background(), now, 7, time.Minute)
 					if err != nil {
@@ -162,7 +158,7 @@ func TestPostgresClaimDisjointAndLeases(t *testing.T) {
 					}
 					mu.Unlock()
 				}
-			}()
+			})
 		}
 	}
 	wg.Wait()

@@ -70,9 +70,8 @@ func run(ctx context.Context, client *http.Client, t target, body []byte, conc i
 	go func() { <-ctx.Done(); stop.Store(true) }()
 	start := time.Now()
 	for i := range ws {
-		wg.Add(1)
-		go func(w *worker) {
-			defer wg.Done()
+		w := &ws[i]
+		wg.Go(func() {
 			w.lat = make([]time.Duration, 0, 1<<14)
 			buf := bytes.NewBuffer(make([]byte, 0, 8<<10))
 			for n := 0; !stop.Load(); n++ {
@@ -106,7 +105,7 @@ func run(ctx context.Context, client *http.Client, t target, body []byte, conc i
 				}
 				w.lat = append(w.lat, el)
 			}
-		}(&ws[i])
+		})
 	}
 	wg.Wait()
 	elapsed := time.Since(start)

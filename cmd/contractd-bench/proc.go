@@ -223,9 +223,7 @@ type rssSampler struct {
 
 func sampleRSS(pid int, every time.Duration) *rssSampler {
 	s := &rssSampler{stop: make(chan struct{})}
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
+	s.wg.Go(func() {
 		t := time.NewTicker(every)
 		defer t.Stop()
 		for {
@@ -238,7 +236,7 @@ func sampleRSS(pid int, every time.Duration) *rssSampler {
 			case <-t.C:
 			}
 		}
-	}()
+	})
 	return s
 }
 

@@ -329,14 +329,11 @@ func serve(ctx context.Context, path string, rt *config.Runtime, logger *slog.Lo
 		}
 		qctx, stopQueue := context.WithCancel(context.Background())
 		var qwg sync.WaitGroup
-		qwg.Add(1)
-		go func() { defer qwg.Done(); queue.Run(qctx) }()
-		qwg.Add(1)
-		go func() { defer qwg.Done(); srv.SyncDedupe(qctx, proxy.DedupeSyncEvery) }()
+		qwg.Go(func() { queue.Run(qctx) })
+		qwg.Go(func() { srv.SyncDedupe(qctx, proxy.DedupeSyncEvery) })
 		if wh := rt.Review.Webhook; wh != nil {
-			qwg.Add(1)
 			hook := &proxy.Webhook{URL: wh.URL, Secret: []byte(os.Getenv(wh.SecretEnv))}
-			go func() { defer qwg.Done(); queue.RunWebhook(qctx, hook) }()
+			qwg.Go(func() { queue.RunWebhook(qctx, hook) })
 		}
 		defer func() { stopQueue(); qwg.Wait() }()
 	}
@@ -394,11 +391,9 @@ func serve(ctx context.Context, path string, rt *config.Runtime, logger *slog.Lo
 
 	rctx, stopReload := context.WithCancel(ctx)
 	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
+	wg.Go(func() {
 		watchReload(rctx, rw, path, live{srv: srv, audit: sink, level: level}, tel, logger)
-	}()
+	})
 
 	select {
 	case <-ctx.Done():

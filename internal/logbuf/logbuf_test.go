@@ -152,13 +152,11 @@ func TestWriterConcurrent(t *testing.T) {
 	w := New(s, time.Millisecond)
 	var wg sync.WaitGroup
 	for g := range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for i := range 500 {
 				fmt.Fprintf(w, "g%d line %d\n", g, i)
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	if err := w.Close(); err != nil {

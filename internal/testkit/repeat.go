@@ -11,9 +11,7 @@ func Repeat(n int, fn func(worker, call int) bool) (stop func()) {
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	for w := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for call := 0; ; call++ {
 				select {
 				case <-done:
@@ -24,7 +22,7 @@ func Repeat(n int, fn func(worker, call int) bool) (stop func()) {
 					return
 				}
 			}
-		}()
+		})
 	}
 	return func() { close(done); wg.Wait() }
 }

@@ -249,9 +249,7 @@ var behaviours = []struct {
 		var wins, lost atomic.Int32
 		var wg sync.WaitGroup
 		for i := 0; i < 50; i++ {
-			wg.Add(1)
-			go func(i int) {
-				defer wg.Done()
+			wg.Go(func() {
 				r := approve(base.Add(time.Duration(i) * time.Second))
 				r.Resolution.Reviewer = fmt.Sprint("r", i)
 				_, err := s.Resolve(ctx(), "r1", r)
@@ -263,7 +261,7 @@ var behaviours = []struct {
 				default:
 					t.Error(err)
 				}
-			}(i)
+			})
 		}
 		wg.Wait()
 		if wins.Load() != 1 || lost.Load() != 49 {

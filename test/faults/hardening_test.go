@@ -347,8 +347,7 @@ func TestSlowClients(t *testing.T) {
 		errs := make([]error, 30)
 		for i := range held {
 			c := slowConn(t, e)
-			wg.Add(1)
-			go func() { defer wg.Done(); held[i], errs[i] = trickle(c, head, 20*time.Millisecond) }()
+			wg.Go(func() { ; held[i], errs[i] = trickle(c, head, 20*time.Millisecond) })
 		}
 		// …do not stop a normal client.
 		time.Sleep(100 * time.Millisecond)

@@ -117,26 +117,22 @@ func newRawUpstream(t *testing.T, script func(c *net.TCPConn, n int)) *rawUpstre
 		t.Fatal(err)
 	}
 	u := &rawUpstream{ln: ln}
-	u.wg.Add(1)
-	go func() {
-		defer u.wg.Done()
+	u.wg.Go(func() {
 		for {
 			c, err := ln.Accept()
 			if err != nil {
 				return
 			}
-			u.wg.Add(1)
-			go func() {
-				defer u.wg.Done()
+			u.wg.Go(func() {
 				defer c.Close()
 				_ = c.SetDeadline(time.Now().Add(10 * time.Second))
 				if !readRequest(c) {
 					return
 				}
 				script(c.(*net.TCPConn), int(u.hits.Add(1)))
-			}()
+			})
 		}
-	}()
+	})
 	t.Cleanup(func() { ln.Close(); u.wg.Wait() })
 	return u
 }
@@ -443,8 +439,7 @@ func (e *env) postAll(bodies ...string) []*result {
 	res := make([]*result, len(bodies))
 	var wg sync.WaitGroup
 	for i, body := range bodies {
-		wg.Add(1)
-		go func() { defer wg.Done(); res[i] = e.post(context.Background(), body) }()
+		wg.Go(func() { ; res[i] = e.post(context.Background(), body) })
 	}
 	wg.Wait()
 	return res

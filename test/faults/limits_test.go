@@ -119,8 +119,7 @@ func TestInflightBudget(t *testing.T) {
 	// waits and goes through.
 	var wg sync.WaitGroup
 	var waited *result
-	wg.Add(1)
-	go func() { defer wg.Done(); waited = e.post(context.Background(), askC) }()
+	wg.Go(func() { ; waited = e.post(context.Background(), askC) })
 	time.Sleep(300 * time.Millisecond)
 	holders[0].Close() // leaves mid-upload: its 4 KiB go back
 	wg.Wait()

@@ -48,9 +48,7 @@ func TestReloadUnderLoad(t *testing.T) {
 		return now.Before(deadline) || (now.Before(hardStop) && (swaps.Load() < 50 || sent.Load() < 50))
 	}
 	for w := 0; w < 8; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for i := w; more(); i++ {
 				body := bodies[i%len(bodies)]
 				r := e.post(context.Background(), body)
@@ -76,7 +74,7 @@ func TestReloadUnderLoad(t *testing.T) {
 					}
 				}
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	stop()

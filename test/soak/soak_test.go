@@ -309,9 +309,7 @@ func slowUploads(t *testing.T, d *daemon, n int) ([]time.Duration, map[int]int) 
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for i := 0; i < n; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			time.Sleep(time.Duration(i) * 2 * time.Millisecond) // 1,000 within 2 s
 			// Only the head that carries the unique id is copied: a
 			// clone of the whole body per upload would put 1 GB of
@@ -323,15 +321,13 @@ func slowUploads(t *testing.T, d *daemon, n int) ([]time.Duration, map[int]int) 
 			mu.Lock()
 			statuses[st]++
 			mu.Unlock()
-		}()
+		})
 	}
 	// The ordinary client: one keep-alive connection, small requests.
 	stop := make(chan struct{})
 	var lat []time.Duration
 	var lwg sync.WaitGroup
-	lwg.Add(1)
-	go func() {
-		defer lwg.Done()
+	lwg.Go(func() {
 		c := newClient(1)
 		small := chatBody("soak", 300)
 		time.Sleep(3 * time.Second) // once every upload has started
@@ -353,7 +349,7 @@ func slowUploads(t *testing.T, d *daemon, n int) ([]time.Duration, map[int]int) 
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
-	}()
+	})
 	wg.Wait()
 	close(stop)
 	lwg.Wait()
@@ -428,9 +424,7 @@ func closedLoop(d *daemon, conc int, body []byte, dur time.Duration) (float64, m
 	start := time.Now()
 	deadline := start.Add(dur)
 	for w := 0; w < conc; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for time.Now().Before(deadline) {
 				st, err := post(c, d.addr, body)
 				if err != nil {
@@ -443,7 +437,7 @@ func closedLoop(d *daemon, conc int, body []byte, dur time.Duration) (float64, m
 				statuses[st]++
 				mu.Unlock()
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	return float64(ok.Load()) / time.Since(start).Seconds(), statuses
@@ -551,16 +545,14 @@ func TestSoak(t *testing.T) {
 		var wg sync.WaitGroup
 		var rawOK, capped atomic.Int64
 		for _, route := range []string{"raw-big", "big"} {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
+			wg.Go(func() {
 				_, st := closedLoop(d, 25, chatBody(route, 200), 10*time.Second)
 				if route == "raw-big" {
 					rawOK.Add(int64(st[200]))
 				} else {
 					capped.Add(int64(st[502] + st[503]))
 				}
-			}()
+			})
 		}
 		wg.Wait()
 		peak := stop()
