@@ -435,11 +435,7 @@ func (d *drainingStore) Get(ctx context.Context, id string) (*review.Item, error
 func TestGetDuringDrain(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	st, err := review.OpenSQLite(ctx, filepath.Join(dir, "reviews.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := storetest.OpenSQLite(t, filepath.Join(dir, "reviews.db"))
 	sp := &review.Spool{Path: filepath.Join(dir, "review-spool.jsonl")}
 	if err := sp.Append(storetest.NewItem("req_moving", "r", time.Now())); err != nil {
 		t.Fatal(err)

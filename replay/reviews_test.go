@@ -13,6 +13,7 @@ import (
 	"github.com/contractd/contractd/internal/testkit"
 	"github.com/contractd/contractd/proxy"
 	"github.com/contractd/contractd/review"
+	"github.com/contractd/contractd/review/storetest"
 )
 
 // The review tests run against every store, through review.Store only.
@@ -21,11 +22,7 @@ func TestMain(m *testing.M) { os.Exit(testkit.PostgresMain(m)) }
 func openStores(t *testing.T) map[string]review.Store {
 	t.Helper()
 	ctx := context.Background()
-	sq, err := review.OpenSQLite(ctx, filepath.Join(t.TempDir(), "reviews.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { sq.Close() })
+	sq := storetest.OpenSQLite(t, filepath.Join(t.TempDir(), "reviews.db"))
 	pg, err := review.OpenPostgres(ctx, testkit.PostgresDSN(t), review.PostgresOptions{})
 	if err != nil {
 		t.Fatal(err)

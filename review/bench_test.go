@@ -19,11 +19,7 @@ import (
 // the WAL commits). See benchCreate for the metrics.
 func BenchmarkSQLiteCreate(b *testing.B) {
 	benchCreate(b, func(b *testing.B) (review.Store, serverStats) {
-		s, err := review.OpenSQLite(context.Background(), filepath.Join(b.TempDir(), "reviews.db"))
-		if err != nil {
-			b.Fatal(err)
-		}
-		return s, serverStats{}
+		return storetest.OpenSQLite(b, filepath.Join(b.TempDir(), "reviews.db")), serverStats{}
 	})
 }
 
@@ -89,11 +85,7 @@ func benchCreate(b *testing.B, open func(*testing.B) (review.Store, serverStats)
 // process sharing the store runs one every half second) against 10000
 // items with a key: the last half second's 100 items, and an idle poll.
 func BenchmarkSQLiteRecentDedupe(b *testing.B) {
-	s, err := review.OpenSQLite(context.Background(), filepath.Join(b.TempDir(), "reviews.db"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer s.Close()
+	s := storetest.OpenSQLite(b, filepath.Join(b.TempDir(), "reviews.db"))
 	start := time.Now().Add(-time.Hour)
 	for i := 0; i < 10000; i++ {
 		it := storetest.NewItem(fmt.Sprint("r", i), "a", start.Add(time.Duration(i)*5*time.Millisecond))

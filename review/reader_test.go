@@ -154,10 +154,7 @@ func TestSQLiteReaderReadsCurrentStore(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	file := filepath.Join(dir, "reviews.db")
-	s, err := review.OpenSQLite(ctx, file)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := storetest.OpenSQLite(t, file)
 	if _, err := s.Create(ctx, storetest.NewItem("rv_1", "r", time.Now()), false); err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/contractd/contractd/review"
 	"github.com/contractd/contractd/review/storetest"
 )
 
@@ -22,11 +21,7 @@ func TestSQLiteFilesArePrivate(t *testing.T) {
 	old := syscall.Umask(0o022) // the usual one, whatever the runner's
 	defer syscall.Umask(old)
 	p := filepath.Join(t.TempDir(), "reviews.db")
-	s, err := review.OpenSQLite(context.Background(), p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := storetest.OpenSQLite(t, p)
 	if _, err := s.Create(context.Background(), storetest.NewItem("rv_mode", "r", time.Now()), false); err != nil {
 		t.Fatal(err)
 	}
@@ -45,10 +40,7 @@ func TestSQLiteExistingFilesMadePrivate(t *testing.T) {
 	old := syscall.Umask(0o022)
 	defer syscall.Umask(old)
 	p := filepath.Join(t.TempDir(), "reviews.db")
-	s, err := review.OpenSQLite(context.Background(), p)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := storetest.OpenSQLite(t, p)
 	if _, err := s.Create(context.Background(), storetest.NewItem("rv_old", "r", time.Now()), false); err != nil {
 		t.Fatal(err)
 	}
@@ -65,11 +57,7 @@ func TestSQLiteExistingFilesMadePrivate(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	s, err = review.OpenSQLite(context.Background(), p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s = storetest.OpenSQLite(t, p)
 	if _, err := s.Get(context.Background(), "rv_old"); err != nil {
 		t.Fatalf("the item stored before: %v", err)
 	}

@@ -83,10 +83,7 @@ func TestSQLiteCheckpointsInBackground(t *testing.T) {
 	s.Close()
 
 	p := filepath.Join(t.TempDir(), "reviews.db")
-	if s, err = review.OpenSQLite(context.Background(), p); err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s = storetest.OpenSQLite(t, p)
 	before = fileSize(t, p)
 	create(s)
 	deadline := time.Now().Add(5 * time.Second)
@@ -191,11 +188,7 @@ func TestSQLiteMigrateFrom0001(t *testing.T) {
 		}
 	}
 	db.Close()
-	s, err := review.OpenSQLite(context.Background(), p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := storetest.OpenSQLite(t, p)
 	if _, err := s.Get(context.Background(), "old"); err != nil {
 		t.Fatal(err)
 	}
@@ -344,12 +337,7 @@ func TestSQLiteMigrationFailingHalfway(t *testing.T) {
 	if _, err := db.Exec(`DROP INDEX review_rules_rule_status`); err != nil {
 		t.Fatal(err)
 	}
-	s, err := review.OpenSQLite(ctx, p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	wantOldPending(t, s)
+	wantOldPending(t, storetest.OpenSQLite(t, p))
 }
 
 // upgradesFromEveryLevel runs, for each level below levels (the

@@ -28,6 +28,7 @@ import (
 	"github.com/contractd/contractd/internal/testkit"
 	"github.com/contractd/contractd/proxy"
 	"github.com/contractd/contractd/review"
+	"github.com/contractd/contractd/review/storetest"
 	"github.com/contractd/contractd/telemetry"
 )
 
@@ -89,10 +90,7 @@ func newReviewSite(t *testing.T) *reviewSite {
 		t.Fatal(err)
 	}
 	rs.tel = tel
-	st, err := review.OpenSQLite(context.Background(), filepath.Join(t.TempDir(), "reviews.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := storetest.OpenSQLite(t, filepath.Join(t.TempDir(), "reviews.db"))
 	rs.store = st
 	rs.q = proxy.NewReviewQueue(context.Background(), func(context.Context) (review.Store, error) { return st, nil },
 		filepath.Join(t.TempDir(), "review-spool.jsonl"), logger)

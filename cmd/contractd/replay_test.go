@@ -14,6 +14,7 @@ import (
 
 	"github.com/contractd/contractd/contracts"
 	"github.com/contractd/contractd/review"
+	"github.com/contractd/contractd/review/storetest"
 )
 
 func runCmd(t *testing.T, args ...string) (int, string, string) {
@@ -154,10 +155,7 @@ func TestParseSince(t *testing.T) {
 func TestReplayReviewsStore(t *testing.T) {
 	dir := t.TempDir()
 	ctx := context.Background()
-	st, err := review.OpenSQLite(ctx, filepath.Join(dir, "reviews.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := storetest.OpenSQLite(t, filepath.Join(dir, "reviews.db"))
 	it := &review.Item{ID: "req_1", Status: review.StatusPending, CreatedAt: time.Now().UTC(), Route: "r",
 		Input: json.RawMessage(`"hello"`), Request: json.RawMessage(`{"model":"r","messages":[{"role":"user","content":"hello"}]}`),
 		Attempts: []review.Attempt{{AttemptReport: review.AttemptReport{Attempt: 1, Violations: []contracts.Violation{{Kind: "schema", Rule: "x"}}}, Output: `{"a":"toolong"}`, OutputSHA256: "x"}}}
@@ -195,13 +193,8 @@ routes: [{name: r, upstream: up, model: m, prompt: p, contract: k, temperature: 
 // and chmodded it.
 func TestReplayReviewsReadsOnly(t *testing.T) {
 	dir := t.TempDir()
-	ctx := context.Background()
 	file := filepath.Join(dir, "reviews.db")
-	st, err := review.OpenSQLite(ctx, file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st.Close()
+	storetest.OpenSQLite(t, file).Close()
 	// One level back, as a store an older contractd last opened.
 	db, err := sql.Open("sqlite", "file:"+file)
 	if err != nil {
