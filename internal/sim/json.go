@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -304,39 +305,11 @@ func fromSchemaValue(v any) any {
 	}
 }
 
-// equalJSON compares two values as JSON values (numbers by value).
+// equalJSON compares two values as JSON values (numbers by value): plain
+// has made both encoding/json shapes, with every number a float64, where
+// reflect.DeepEqual is JSON equality (float64s compare with ==).
 func equalJSON(a, b any) bool {
-	a, b = plain(a), plain(b)
-	switch x := a.(type) {
-	case map[string]any:
-		y, ok := b.(map[string]any)
-		if !ok || len(x) != len(y) {
-			return false
-		}
-		for k, v := range x {
-			w, ok := y[k]
-			if !ok || !equalJSON(v, w) {
-				return false
-			}
-		}
-		return true
-	case []any:
-		y, ok := b.([]any)
-		if !ok || len(x) != len(y) {
-			return false
-		}
-		for i := range x {
-			if !equalJSON(x[i], y[i]) {
-				return false
-			}
-		}
-		return true
-	case float64:
-		y, ok := b.(float64)
-		return ok && x == y
-	default:
-		return a == b
-	}
+	return reflect.DeepEqual(plain(a), plain(b))
 }
 
 // pointer joins tokens into an RFC 6901 JSON Pointer.
