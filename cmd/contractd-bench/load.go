@@ -137,6 +137,24 @@ func pct(sorted []time.Duration, p float64) time.Duration {
 	return sorted[min(max(i, 0), len(sorted)-1)]
 }
 
+// contractMember is the contract member contractd adds to a reply on a
+// contract route, embedded in the reply types checkContent and
+// checkResponse decode.
+type contractMember struct {
+	Contract *struct {
+		Attempts int `json:"attempts"`
+	} `json:"contract"`
+}
+
+// firstAttempt checks that the reply carries the contract member with
+// attempts 1: the output accepted was the first attempt's.
+func (m contractMember) firstAttempt() error {
+	if m.Contract == nil || m.Contract.Attempts != 1 {
+		return fmt.Errorf("reply has no contract member with attempts 1")
+	}
+	return nil
+}
+
 // checkContent returns a check that a chat completion's content is want
 // (contractd returns exactly the accepted object's bytes).
 func checkContent(want string, contract bool) func([]byte) error {
@@ -147,9 +165,7 @@ func checkContent(want string, contract bool) func([]byte) error {
 					Content string `json:"content"`
 				} `json:"message"`
 			} `json:"choices"`
-			Contract *struct {
-				Attempts int `json:"attempts"`
-			} `json:"contract"`
+			contractMember
 		}
 		if err := json.Unmarshal(body, &c); err != nil {
 			return fmt.Errorf("reply is not JSON: %v", err)
@@ -157,8 +173,8 @@ func checkContent(want string, contract bool) func([]byte) error {
 		if len(c.Choices) != 1 || c.Choices[0].Message.Content != want {
 			return fmt.Errorf("reply content differs from the expected output")
 		}
-		if contract && (c.Contract == nil || c.Contract.Attempts != 1) {
-			return fmt.Errorf("reply has no contract member with attempts 1")
+		if contract {
+			return c.firstAttempt()
 		}
 		return nil
 	}
@@ -176,9 +192,7 @@ func checkResponse(want string) func([]byte) error {
 					Text string `json:"text"`
 				} `json:"content"`
 			} `json:"output"`
-			Contract *struct {
-				Attempts int `json:"attempts"`
-			} `json:"contract"`
+			contractMember
 		}
 		if err := json.Unmarshal(body, &r); err != nil {
 			return fmt.Errorf("reply is not JSON: %v", err)
@@ -186,9 +200,6 @@ func checkResponse(want string) func([]byte) error {
 		if r.Object != "response" || len(r.Output) != 1 || len(r.Output[0].Content) != 1 || r.Output[0].Content[0].Text != want {
 			return fmt.Errorf("response output differs from the expected output")
 		}
-		if r.Contract == nil || r.Contract.Attempts != 1 {
-			return fmt.Errorf("reply has no contract member with attempts 1")
-		}
-		return nil
+		return r.firstAttempt()
 	}
 }
