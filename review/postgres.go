@@ -715,26 +715,21 @@ func (s *Postgres) Pending(ctx context.Context) (map[string]int, error) {
 // work (docs/benchmarks.md, session 10). Batches already committed stay
 // deleted when ctx ends or a batch fails; the next pass goes on from there.
 func (s *Postgres) DeleteResolvedBefore(ctx context.Context, t time.Time) (int, error) {
-	total := 0
-	for _, st := range []Status{StatusApproved, StatusRejected} {
-		for {
-			n, err := s.deleteBatch(ctx, st, t)
-			total += n
-			if err != nil {
-				return total, fmt.Errorf("review store: retention: %w", err)
-			}
-			if n < s.retentionBatch {
-				break
-			}
-		}
+	total, err := resolvedInBatches(s.retentionBatch, func(st Status) (int, error) {
+		return s.deleteBatch(ctx, pgRetention, string(st), t.UnixNano(), s.retentionBatch)
+	})
+	if err != nil {
+		return total, fmt.Errorf("review store: retention: %w", err)
 	}
 	return total, nil
 }
 
-func (s *Postgres) deleteBatch(ctx context.Context, st Status, t time.Time) (int, error) {
+// deleteBatch runs one batch's DELETE under its own deadline and returns
+// the rows it deleted.
+func (s *Postgres) deleteBatch(ctx context.Context, query string, args ...any) (int, error) {
 	ctx, cancel := s.opCtx(ctx)
 	defer cancel()
-	tag, err := s.pool.Exec(ctx, pgRetention, string(st), t.UnixNano(), s.retentionBatch)
+	tag, err := s.pool.Exec(ctx, query, args...)
 	if err != nil {
 		return 0, err
 	}
@@ -755,22 +750,13 @@ const pgRetention = `DELETE FROM reviews WHERE id = ANY (ARRAY(SELECT id FROM re
 // each its own statement under its own deadline, as DeleteResolvedBefore
 // does.
 func (s *Postgres) DeleteDeliveriesBefore(ctx context.Context, t time.Time) (int, error) {
-	total := 0
-	for {
-		n, err := func() (int, error) {
-			ctx, cancel := s.opCtx(ctx)
-			defer cancel()
-			tag, err := s.pool.Exec(ctx, pgOutboxPurge, t.UnixNano(), s.retentionBatch)
-			return int(tag.RowsAffected()), err
-		}()
-		total += n
-		if err != nil {
-			return total, fmt.Errorf("review store: outbox purge: %w", err)
-		}
-		if n < s.retentionBatch {
-			return total, nil
-		}
+	total, err := inBatches(s.retentionBatch, func() (int, error) {
+		return s.deleteBatch(ctx, pgOutboxPurge, t.UnixNano(), s.retentionBatch)
+	})
+	if err != nil {
+		return total, fmt.Errorf("review store: outbox purge: %w", err)
 	}
+	return total, nil
 }
 
 // pgOutboxPurge deletes one batch of deliveries created before a time,

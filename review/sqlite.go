@@ -894,21 +894,20 @@ func (s *SQLite) Pending(ctx context.Context) (map[string]int, error) {
 // connection to a waiting writer first. Batches already committed stay
 // deleted when ctx ends or a batch fails; the next pass goes on from there.
 func (s *SQLite) DeleteResolvedBefore(ctx context.Context, t time.Time) (int, error) {
-	total := 0
-	for _, st := range []Status{StatusApproved, StatusRejected} {
-		for {
-			res, err := s.w.ExecContext(ctx, sqlRetention, string(st), t.UnixNano(), s.retentionBatch)
-			if err != nil {
-				return total, err
-			}
-			n, _ := res.RowsAffected()
-			total += int(n)
-			if n < int64(s.retentionBatch) {
-				break
-			}
-		}
+	return resolvedInBatches(s.retentionBatch, func(st Status) (int, error) {
+		return s.deleteBatch(ctx, sqlRetention, string(st), t.UnixNano(), s.retentionBatch)
+	})
+}
+
+// deleteBatch runs one batch's DELETE, its own transaction on the writer,
+// and returns the rows it deleted.
+func (s *SQLite) deleteBatch(ctx context.Context, query string, args ...any) (int, error) {
+	res, err := s.w.ExecContext(ctx, query, args...)
+	if err != nil {
+		return 0, err
 	}
-	return total, nil
+	n, _ := res.RowsAffected()
+	return int(n), nil
 }
 
 // retentionBatch is how many items one retention transaction deletes: at
@@ -925,18 +924,9 @@ const sqlRetention = `DELETE FROM reviews WHERE rowid IN (SELECT rowid FROM revi
 // DeleteDeliveriesBefore deletes in batches of retentionBatch deliveries,
 // each its own transaction on the writer, as DeleteResolvedBefore does.
 func (s *SQLite) DeleteDeliveriesBefore(ctx context.Context, t time.Time) (int, error) {
-	total := 0
-	for {
-		res, err := s.w.ExecContext(ctx, sqlOutboxPurge, t.UnixNano(), s.retentionBatch)
-		if err != nil {
-			return total, err
-		}
-		n, _ := res.RowsAffected()
-		total += int(n)
-		if n < int64(s.retentionBatch) {
-			return total, nil
-		}
-	}
+	return inBatches(s.retentionBatch, func() (int, error) {
+		return s.deleteBatch(ctx, sqlOutboxPurge, t.UnixNano(), s.retentionBatch)
+	})
 }
 
 // sqlOutboxPurge deletes one batch of deliveries created before a time,

@@ -190,3 +190,34 @@ func onePage(items []*Item, limit int) ([]*Item, string) {
 	last := items[len(items)-1]
 	return items, encodeCursor(last.CreatedAt.UnixNano(), last.ID)
 }
+
+// inBatches runs batch, one DELETE of at most size rows committed on its
+// own, until one deletes fewer than size, and returns how many rows they
+// deleted in all: retention's and the outbox purge's pass on both
+// backends. It stops at the first error; the batches before it stay
+// deleted and the next pass goes on from there.
+func inBatches(size int, batch func() (int, error)) (int, error) {
+	total := 0
+	for {
+		n, err := batch()
+		total += n
+		if err != nil || n < size {
+			return total, err
+		}
+	}
+}
+
+// resolvedInBatches is DeleteResolvedBefore's pass: inBatches for each
+// resolved status in turn (a retention statement takes one status, so it
+// walks the status index in order).
+func resolvedInBatches(size int, batch func(Status) (int, error)) (int, error) {
+	total := 0
+	for _, st := range []Status{StatusApproved, StatusRejected} {
+		n, err := inBatches(size, func() (int, error) { return batch(st) })
+		total += n
+		if err != nil {
+			return total, err
+		}
+	}
+	return total, nil
+}
