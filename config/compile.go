@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"iter"
 	"maps"
 	"math"
 	"net/url"
@@ -154,7 +155,23 @@ func (c *compiler) whereRelative(rel string, err error) string {
 	return msg + ")"
 }
 
-// checkNames validates and de-duplicates the names of one kind.
+// named yields the entries of a config list (key: upstreams, labels,
+// prompts, contracts or routes) with their paths, passing over, with a
+// problem, each one whose name is missing, invalid or an earlier entry's.
+func named[T interface{ name() string }](c *compiler, key, kind string, list []T) iter.Seq2[string, T] {
+	return func(yield func(string, T) bool) {
+		seen := map[string]bool{}
+		for i, d := range list {
+			path := index(key, i)
+			if c.checkName(seen, path, kind, d.name()) && !yield(path, d) {
+				return
+			}
+		}
+	}
+}
+
+// checkName validates and de-duplicates the names of one kind (seen: the
+// names before it), adding a problem at path for a refused one.
 func (c *compiler) checkName(seen map[string]bool, path, kind, name string) bool {
 	switch {
 	case name == "":
@@ -461,12 +478,7 @@ func (c *compiler) hasEnv(name string) bool {
 }
 
 func (c *compiler) upstreams() {
-	seen := map[string]bool{}
-	for i, u := range c.p.File.Upstreams {
-		path := index("upstreams", i)
-		if !c.checkName(seen, path, "upstream", u.Name) {
-			continue
-		}
+	for path, u := range named(c, "upstreams", "upstream", c.p.File.Upstreams) {
 		out := &Upstream{Name: u.Name, APIKeyEnv: u.APIKeyEnv, Timeout: u.Timeout,
 			MaxRetries: DefaultMaxRetries, MaxTokensParam: TokensParam(u.MaxTokensParam), MaxConcurrency: u.MaxConcurrency}
 		pu, err := url.Parse(u.BaseURL)
@@ -514,12 +526,7 @@ func (c *compiler) upstreams() {
 var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 func (c *compiler) labels() {
-	seen := map[string]bool{}
-	for i, l := range c.p.File.Labels {
-		path := index("labels", i)
-		if !c.checkName(seen, path, "label set", l.Name) {
-			continue
-		}
+	for path, l := range named(c, "labels", "label set", c.p.File.Labels) {
 		if len(l.Values) == 0 {
 			c.ps.add(join(path, "values"), "label set %q has no values", l.Name)
 		}
@@ -542,12 +549,7 @@ func (c *compiler) labelSource() contracts.LabelSource {
 }
 
 func (c *compiler) prompts() {
-	seen := map[string]bool{}
-	for i, d := range c.p.File.Prompts {
-		path := index("prompts", i)
-		if !c.checkName(seen, path, "prompt", d.Name) {
-			continue
-		}
+	for path, d := range named(c, "prompts", "prompt", c.p.File.Prompts) {
 		if strings.TrimSpace(d.System) == "" {
 			c.ps.add(join(path, "system"), "prompt %q needs a system template", d.Name)
 			continue
@@ -591,13 +593,8 @@ func (c *compiler) prompts() {
 }
 
 func (c *compiler) contracts() {
-	seen := map[string]bool{}
 	c.schemaDocs = map[string]any{}
-	for i, d := range c.p.File.Contracts {
-		path := index("contracts", i)
-		if !c.checkName(seen, path, "contract", d.Name) {
-			continue
-		}
+	for path, d := range named(c, "contracts", "contract", c.p.File.Contracts) {
 		var doc []byte
 		var err error
 		schemaPath := join(path, "schema")
@@ -820,13 +817,8 @@ func openObjects(s map[string]any, at string) []string {
 func isSchemaObject(v any) bool { _, ok := v.(map[string]any); return ok }
 
 func (c *compiler) routes() {
-	seen := map[string]bool{}
 	used := map[string]bool{}
-	for i, d := range c.p.File.Routes {
-		path := index("routes", i)
-		if !c.checkName(seen, path, "route", d.Name) {
-			continue
-		}
+	for path, d := range named(c, "routes", "route", c.p.File.Routes) {
 		r := &Route{Name: d.Name, Model: d.Model, Passthrough: d.Passthrough}
 		up, ok := c.rt.Upstreams[d.Upstream]
 		switch {

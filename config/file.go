@@ -164,3 +164,11 @@ type ShortenDef struct {
 	Ratio float64 `yaml:"ratio"`
 	Keep  string  `yaml:"keep"`
 }
+
+// name is the entry's name, which compile's named checks first (set,
+// valid, not an earlier entry's) for each list of named entries.
+func (d UpstreamDef) name() string { return d.Name }
+func (d LabelDef) name() string    { return d.Name }
+func (d PromptDef) name() string   { return d.Name }
+func (d ContractDef) name() string { return d.Name }
+func (d RouteDef) name() string    { return d.Name }
