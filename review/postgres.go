@@ -683,17 +683,24 @@ func pgExport(ctx context.Context, pool *pgxpool.Pool, timeout time.Duration, pa
 		ctx, cancel := opCtx(ctx, timeout)
 		defer cancel()
 		q, a := pgExportQuery(f, c, page)
-		rows, err := pool.Query(ctx, q, a...)
-		if err != nil {
-			return nil, fmt.Errorf("review store: export: %w", err)
-		}
-		defer rows.Close()
-		items, err := collectItems(rows, page)
-		if err != nil {
-			return nil, fmt.Errorf("review store: export: %w", err)
-		}
-		return items, nil
+		return pgQuery(ctx, pool, "export", func(rs rows) ([]*Item, error) { return collectItems(rs, page) }, q, a...)
 	}, fn)
+}
+
+// pgQuery runs a query on pool and reads its rows with scan; an error of
+// either is wrapped as "review store: what: …".
+func pgQuery[T any](ctx context.Context, pool *pgxpool.Pool, what string, scan func(rows) (T, error), query string, args ...any) (T, error) {
+	var zero T
+	rs, err := pool.Query(ctx, query, args...)
+	if err != nil {
+		return zero, fmt.Errorf("review store: %s: %w", what, err)
+	}
+	defer rs.Close()
+	out, err := scan(rs)
+	if err != nil {
+		return zero, fmt.Errorf("review store: %s: %w", what, err)
+	}
+	return out, nil
 }
 
 func (s *Postgres) Pending(ctx context.Context) (map[string]int, error) {
@@ -772,17 +779,12 @@ const pgOutboxPurge = `DELETE FROM webhook_outbox WHERE id = ANY (ARRAY(SELECT i
 func (s *Postgres) ClaimDeliveries(ctx context.Context, now time.Time, limit int, lease time.Duration) ([]Delivery, error) {
 	ctx, cancel := s.opCtx(ctx)
 	defer cancel()
-	rows, err := s.pool.Query(ctx, `UPDATE webhook_outbox SET next_ns = $2 WHERE id IN (
+	out, err := pgQuery(ctx, s.pool, "claim deliveries", scanDeliveries, `UPDATE webhook_outbox SET next_ns = $2 WHERE id IN (
 		SELECT id FROM webhook_outbox WHERE next_ns <= $1 ORDER BY next_ns LIMIT $3 FOR UPDATE SKIP LOCKED)
 		RETURNING id, type, review_id, body, created_ns, tries`,
 		now.UnixNano(), now.Add(lease).UnixNano(), limit)
 	if err != nil {
-		return nil, fmt.Errorf("review store: claim deliveries: %w", err)
-	}
-	defer rows.Close()
-	out, err := scanDeliveries(rows)
-	if err != nil {
-		return nil, fmt.Errorf("review store: claim deliveries: %w", err)
+		return nil, err
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].CreatedAt.Before(out[j].CreatedAt) })
 	return out, nil
@@ -808,16 +810,7 @@ func (s *Postgres) FinishDelivery(ctx context.Context, id string, done bool, ret
 func (s *Postgres) RecentDedupe(ctx context.Context, since, now time.Time, limit int) ([]DedupeRecord, error) {
 	ctx, cancel := s.opCtx(ctx)
 	defer cancel()
-	rows, err := s.pool.Query(ctx, `SELECT id, created_ns, dedupe_key, dedupe_until_ns, dedupe_answer FROM reviews
+	return pgQuery(ctx, s.pool, "dedupe", scanDedupe, `SELECT id, created_ns, dedupe_key, dedupe_until_ns, dedupe_answer FROM reviews
 		WHERE created_ns >= $1 AND dedupe_key IS NOT NULL AND dedupe_until_ns > $2 ORDER BY created_ns, id LIMIT $3`,
 		since.UnixNano(), now.UnixNano(), limit)
-	if err != nil {
-		return nil, fmt.Errorf("review store: dedupe: %w", err)
-	}
-	defer rows.Close()
-	out, err := scanDedupe(rows)
-	if err != nil {
-		return nil, fmt.Errorf("review store: dedupe: %w", err)
-	}
-	return out, nil
 }
