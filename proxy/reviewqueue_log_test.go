@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,33 +8,20 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/contractd/contractd/internal/testkit"
 	"github.com/contractd/contractd/review"
 )
 
-// syncBuffer is a log destination Run's goroutine and the test share.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-// lines are the log records written so far, decoded.
-func (s *syncBuffer) lines(t *testing.T) []map[string]any {
+// logLines are the log records written to logs (the destination Run's
+// goroutine and the test share) so far, decoded.
+func logLines(t *testing.T, logs *testkit.SyncBuffer) []map[string]any {
 	t.Helper()
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	var out []map[string]any
-	for _, l := range strings.Split(strings.TrimSpace(s.b.String()), "\n") {
+	for _, l := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
 		if l == "" {
 			continue
 		}
@@ -86,7 +72,7 @@ func TestStoreOpenFailuresLogged(t *testing.T) {
 				}
 				return nil, errors.New("review store: connection refused")
 			}
-			logs := &syncBuffer{}
+			logs := &testkit.SyncBuffer{}
 			q := NewReviewQueueOpenedByRun(open, tc.spool, slog.New(slog.NewJSONHandler(logs, nil)))
 			q.Retry = 5 * time.Millisecond
 			ctx, cancel := context.WithCancel(context.Background())
@@ -104,7 +90,7 @@ func TestStoreOpenFailuresLogged(t *testing.T) {
 				time.Sleep(time.Millisecond)
 			}
 			var failed []map[string]any
-			for _, l := range logs.lines(t) {
+			for _, l := range logLines(t, logs) {
 				if strings.HasPrefix(l["msg"].(string), "review store unavailable") {
 					failed = append(failed, l)
 				}
@@ -115,7 +101,7 @@ func TestStoreOpenFailuresLogged(t *testing.T) {
 			up.Store(true)
 			var opened map[string]any
 			for deadline := time.Now().Add(10 * time.Second); opened == nil && time.Now().Before(deadline); time.Sleep(time.Millisecond) {
-				for _, l := range logs.lines(t) {
+				for _, l := range logLines(t, logs) {
 					if l["msg"] == "review store open" {
 						opened = l
 					}
@@ -128,7 +114,7 @@ func TestStoreOpenFailuresLogged(t *testing.T) {
 	}
 
 	t.Run("stopping", func(t *testing.T) {
-		logs := &syncBuffer{}
+		logs := &testkit.SyncBuffer{}
 		ctx, cancel := context.WithCancel(context.Background())
 		open := func(ctx context.Context) (review.Store, error) {
 			cancel() // serve stops while the store is being opened
@@ -136,7 +122,7 @@ func TestStoreOpenFailuresLogged(t *testing.T) {
 		}
 		q := NewReviewQueueOpenedByRun(open, filepath.Join(dir, "review-spool.jsonl"), slog.New(slog.NewJSONHandler(logs, nil)))
 		q.Run(ctx)
-		if l := logs.lines(t); len(l) != 0 {
+		if l := logLines(t, logs); len(l) != 0 {
 			t.Fatalf("an open cut short by the stop logged %v", l)
 		}
 	})
@@ -157,7 +143,7 @@ func TestSpoolDrainFailuresLogged(t *testing.T) {
 		t.Fatal(err)
 	}
 	var tries atomic.Int64
-	logs := &syncBuffer{}
+	logs := &testkit.SyncBuffer{}
 	q := NewReviewQueueOpenedByRun(func(context.Context) (review.Store, error) { tries.Add(1); return st, nil },
 		filepath.Join(dir, "review-spool.jsonl"), slog.New(slog.NewJSONHandler(logs, nil)))
 	q.Retry = 5 * time.Millisecond
@@ -172,7 +158,7 @@ func TestSpoolDrainFailuresLogged(t *testing.T) {
 	cancel()
 	<-done
 	n := 0
-	for _, l := range logs.lines(t) {
+	for _, l := range logLines(t, logs) {
 		if l["msg"] == "review spool drain failed; will retry" {
 			n++
 		}
@@ -201,19 +187,19 @@ func TestUnwritableSpoolWarnedAtStart(t *testing.T) {
 		spool string
 		want  int
 	}{{filepath.Join(notDir, "review-spool.jsonl"), 1}, {filepath.Join(dir, "review-spool.jsonl"), 0}} {
-		logs := &syncBuffer{}
+		logs := &testkit.SyncBuffer{}
 		q := NewReviewQueueOpenedByRun(func(context.Context) (review.Store, error) { return st, nil }, tc.spool, slog.New(slog.NewJSONHandler(logs, nil)))
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
 		q.Run(ctx)
 		n := 0
-		for _, l := range logs.lines(t) {
+		for _, l := range logLines(t, logs) {
 			if l["msg"] == "the review spool cannot be written: needs_review items are lost while the store is down" && l["spool"] == tc.spool && l["level"] == "WARN" {
 				n++
 			}
 		}
 		if n != tc.want {
-			t.Errorf("spool %s: %d warnings, want %d: %v", tc.spool, n, tc.want, logs.lines(t))
+			t.Errorf("spool %s: %d warnings, want %d: %v", tc.spool, n, tc.want, logLines(t, logs))
 		}
 	}
 	if err := st.Close(); err != nil {
