@@ -342,29 +342,13 @@ func (q *ReviewQueue) run(ctx context.Context) {
 					}
 				}
 			}
-			if q.Retention > 0 && time.Since(lastRetention) > time.Hour {
-				if n, err := st.DeleteResolvedBefore(ctx, time.Now().Add(-q.Retention)); err != nil {
-					if ctx.Err() == nil {
-						q.Log.Warn("review retention cleanup failed", "error", err.Error())
-					}
-				} else {
-					lastRetention = time.Now()
-					if n > 0 {
-						q.Log.Info("review retention cleanup", "deleted", n)
-					}
-				}
+			if q.Retention > 0 && time.Since(lastRetention) > time.Hour &&
+				q.cleanup(ctx, st.DeleteResolvedBefore, q.Retention, "review retention cleanup failed", "review retention cleanup") {
+				lastRetention = time.Now()
 			}
-			if time.Since(lastPurge) > time.Hour {
-				if n, err := st.DeleteDeliveriesBefore(ctx, time.Now().Add(-purgeAfter)); err != nil {
-					if ctx.Err() == nil {
-						q.Log.Warn("webhook outbox purge failed", "error", err.Error())
-					}
-				} else {
-					lastPurge = time.Now()
-					if n > 0 {
-						q.Log.Info("webhook outbox purge: deliveries past the delivery window deleted", "deleted", n)
-					}
-				}
+			if time.Since(lastPurge) > time.Hour &&
+				q.cleanup(ctx, st.DeleteDeliveriesBefore, purgeAfter, "webhook outbox purge failed", "webhook outbox purge: deliveries past the delivery window deleted") {
+				lastPurge = time.Now()
 			}
 		}
 		select {
@@ -373,6 +357,25 @@ func (q *ReviewQueue) run(ctx context.Context) {
 		case <-t.C:
 		}
 	}
+}
+
+// cleanup runs one of Run's hourly deletions (retention, the outbox purge)
+// of what is older than age, and logs what it deleted (done) or why it
+// failed (failed; not when ctx ended: serve is stopping, the store is not
+// at fault). It reports whether the deletion ran, so the next waits an
+// hour; a failed one is tried again at the next tick.
+func (q *ReviewQueue) cleanup(ctx context.Context, del func(context.Context, time.Time) (int, error), age time.Duration, failed, done string) bool {
+	n, err := del(ctx, time.Now().Add(-age))
+	if err != nil {
+		if ctx.Err() == nil {
+			q.Log.Warn(failed, "error", err.Error())
+		}
+		return false
+	}
+	if n > 0 {
+		q.Log.Info(done, "deleted", n)
+	}
+	return true
 }
 
 // keyID identifies a client key without revealing it.
