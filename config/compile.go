@@ -170,6 +170,22 @@ func named[T interface{ name() string }](c *compiler, key, kind string, list []T
 	}
 }
 
+// choice checks the enumerated setting key of the entry at path against
+// the values allowed, the first of them its default: empty takes it, and
+// any other value is reported as unknown, with the values to pick from.
+func choice[T ~string](c *compiler, v *T, path, key string, allowed ...T) {
+	switch {
+	case *v == "":
+		*v = allowed[0]
+	case !slices.Contains(allowed, *v):
+		names := make([]string, len(allowed))
+		for i, a := range allowed {
+			names[i] = string(a)
+		}
+		c.ps.add(join(path, key), "unknown %s %q (%s)", key, *v, strings.Join(names, ", "))
+	}
+}
+
 // checkName validates and de-duplicates the names of one kind (seen: the
 // names before it), adding a problem at path for a refused one.
 func (c *compiler) checkName(seen map[string]bool, path, kind, name string) bool {
@@ -627,13 +643,7 @@ func (c *compiler) contracts() {
 		}
 		k := &contracts.Contract{Name: d.Name, Schema: s, Mode: contracts.Mode(d.Extraction),
 			Limits: contracts.Limits{MaxBytes: d.MaxOutputBytes, MaxDepth: contracts.DefaultMaxDepth}}
-		switch k.Mode {
-		case "":
-			k.Mode = contracts.ModeStrict
-		case contracts.ModeStrict, contracts.ModeLenient, contracts.ModeRepair:
-		default:
-			c.ps.add(join(path, "extraction"), "unknown extraction %q (strict, lenient, repair)", d.Extraction)
-		}
+		choice(c, &k.Mode, path, "extraction", contracts.ModeStrict, contracts.ModeLenient, contracts.ModeRepair)
 		if k.Limits.MaxBytes == 0 {
 			k.Limits.MaxBytes = DefaultMaxOutputBytes
 		} else if k.Limits.MaxBytes < 0 {
@@ -880,21 +890,9 @@ func (c *compiler) contractRoute(path string, d RouteDef, r *Route, used map[str
 	}
 	r.Seed = d.Seed
 	r.ResponseFormat = ResponseFormat(d.ResponseFormat)
-	switch r.ResponseFormat {
-	case "":
-		r.ResponseFormat = ResponseFormatNone
-	case ResponseFormatNone, ResponseFormatJSONObject, ResponseFormatJSONSchema:
-	default:
-		c.ps.add(join(path, "response_format"), "unknown response_format %q (none, json_object, json_schema)", d.ResponseFormat)
-	}
+	choice(c, &r.ResponseFormat, path, "response_format", ResponseFormatNone, ResponseFormatJSONObject, ResponseFormatJSONSchema)
 	r.ClientSystem = ClientSystem(d.ClientSystem)
-	switch r.ClientSystem {
-	case "":
-		r.ClientSystem = ClientSystemReject
-	case ClientSystemReject, ClientSystemDrop:
-	default:
-		c.ps.add(join(path, "client_system"), "unknown client_system %q (reject, drop)", d.ClientSystem)
-	}
+	choice(c, &r.ClientSystem, path, "client_system", ClientSystemReject, ClientSystemDrop)
 	if d.Budget.MaxInputTokens < 0 || d.Budget.MaxTotalTokens < 0 {
 		c.ps.add(join(path, "budget"), "budgets must not be negative")
 	}
