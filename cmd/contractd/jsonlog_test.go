@@ -45,7 +45,7 @@ func TestJSONHandlerMatchesSlog(t *testing.T) {
 		slog.String("trace_id", "4bf92f3577b34da6a3ce929d0e0e4736"), slog.String("span_id", "00f067aa0ba902b7"))
 	both(t, nil, req)
 
-	strs := []string{"", "plain", `quote " and \ backslash`, "tab\tnl\ncr\r", "\x00\x01\x1f\x7f", "<html>&amp;'",
+	strs := []string{"", "plain", `quote " and \ backslash`, "tab\tnl\ncr\r", "\x00\x01\x1f\x7f", "bs\bff\f", "<html>&amp;'",
 		"é ü 日本語 🙂", "bad \xff utf8 \xc3", "\u2028line\u2029para", strings.Repeat("long ", 5000), "\xed\xa0\x80 surrogate"}
 	floats := []float64{0, math.Copysign(0, -1), 0.412, -1.5, 1e-6, 9.99e-7, 1e-7, 1.5e-10, 1e20, 1e21, 1.7976931348623157e308,
 		5e-324, 123456789.123, 1.0 / 3, math.Inf(1), math.Inf(-1), math.NaN()}
