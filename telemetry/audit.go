@@ -14,13 +14,12 @@ const MetricAuditWriteErrors = "contractd_audit_write_errors_total"
 // (audit.Switch.Failed) at each scrape. Its series exists from the start
 // (at 0), so an increase() alert works before the first failure.
 func (t *Telemetry) AuditMetrics(failed func() int64) error {
-	m := t.meter()
-	c, err := m.Int64ObservableCounter(MetricAuditWriteErrors,
-		metric.WithDescription("Audit lines (request and review_resolved events) the sink could not write; those requests were answered without their line."), metric.WithUnit("{line}"))
-	if err != nil {
-		return err
+	m := t.register()
+	c := m.observedCounter(MetricAuditWriteErrors, "Audit lines (request and review_resolved events) the sink could not write; those requests were answered without their line.", "{line}")
+	if m.err != nil {
+		return m.err
 	}
-	_, err = m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+	_, err := m.m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
 		o.ObserveInt64(c, failed())
 		return nil
 	}, c)

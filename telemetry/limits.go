@@ -25,28 +25,15 @@ type LimitStats struct {
 // LimitMetrics registers the connection, in-flight and busy instruments,
 // read from stats at each scrape.
 func (t *Telemetry) LimitMetrics(stats func() LimitStats) error {
-	m := t.meter()
-	conns, err := m.Int64ObservableGauge(MetricConnectionsOpen,
-		metric.WithDescription("Connections open on listen (server.max_connections caps them; the admin listener is not counted)."), metric.WithUnit("{connection}"))
-	if err != nil {
-		return err
+	m := t.register()
+	conns := m.gauge(MetricConnectionsOpen, "Connections open on listen (server.max_connections caps them; the admin listener is not counted).", "{connection}")
+	inflight := m.gauge(MetricInflightBytes, "Request bodies and upstream replies held at once (server.max_inflight_bytes caps them).", "By")
+	busy := m.observedCounter(MetricServerBusy, "Requests refused 503 server_busy: no room in max_inflight_bytes within 1 s.", "{request}")
+	limit := m.gauge(MetricMemoryLimit, "Go's soft memory limit in force (server.memory_limit or GOMEMLIMIT); 0: none.", "By")
+	if m.err != nil {
+		return m.err
 	}
-	inflight, err := m.Int64ObservableGauge(MetricInflightBytes,
-		metric.WithDescription("Request bodies and upstream replies held at once (server.max_inflight_bytes caps them)."), metric.WithUnit("By"))
-	if err != nil {
-		return err
-	}
-	busy, err := m.Int64ObservableCounter(MetricServerBusy,
-		metric.WithDescription("Requests refused 503 server_busy: no room in max_inflight_bytes within 1 s."), metric.WithUnit("{request}"))
-	if err != nil {
-		return err
-	}
-	limit, err := m.Int64ObservableGauge(MetricMemoryLimit,
-		metric.WithDescription("Go's soft memory limit in force (server.memory_limit or GOMEMLIMIT); 0: none."), metric.WithUnit("By"))
-	if err != nil {
-		return err
-	}
-	_, err = m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+	_, err := m.m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
 		s := stats()
 		o.ObserveInt64(conns, s.Connections)
 		o.ObserveInt64(inflight, s.InflightBytes)

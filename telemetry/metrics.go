@@ -37,33 +37,66 @@ const (
 	ResultUpstreamError Result = "upstream_error"
 )
 
+// registration makes the instruments of one registration through the
+// package's meter (declared names only), each with its description and
+// unit, and keeps the first error: a registration reads as its list of
+// instruments with one check at the end, instead of a check after each
+// (creating one fails only for an undeclared or malformed name, so nothing
+// is gained by stopping at the first).
+type registration struct {
+	m   declaredMeter
+	err error
+}
+
+func (t *Telemetry) register() *registration { return &registration{m: t.meter()} }
+
+func (r *registration) keep(err error) {
+	if r.err == nil {
+		r.err = err
+	}
+}
+
+func (r *registration) counter(name, desc, unit string) metric.Int64Counter {
+	c, err := r.m.Int64Counter(name, metric.WithDescription(desc), metric.WithUnit(unit))
+	r.keep(err)
+	return c
+}
+
+// seconds is a duration histogram with the package's Buckets.
+func (r *registration) seconds(name, desc string) metric.Float64Histogram {
+	h, err := r.m.Float64Histogram(name, metric.WithDescription(desc), metric.WithUnit("s"),
+		metric.WithExplicitBucketBoundaries(Buckets...))
+	r.keep(err)
+	return h
+}
+
+// gauge and observedCounter are read at each scrape: by a callback given
+// in opts, or one registered for them with r.m.RegisterCallback.
+func (r *registration) gauge(name, desc, unit string, opts ...metric.Int64ObservableGaugeOption) metric.Int64ObservableGauge {
+	g, err := r.m.Int64ObservableGauge(name, append([]metric.Int64ObservableGaugeOption{metric.WithDescription(desc), metric.WithUnit(unit)}, opts...)...)
+	r.keep(err)
+	return g
+}
+
+func (r *registration) observedCounter(name, desc, unit string) metric.Int64ObservableCounter {
+	c, err := r.m.Int64ObservableCounter(name, metric.WithDescription(desc), metric.WithUnit(unit))
+	r.keep(err)
+	return c
+}
+
 func (t *Telemetry) instruments() error {
-	m := t.meter()
-	var errs []error
-	count := func(name, desc, unit string) metric.Int64Counter {
-		c, err := m.Int64Counter(name, metric.WithDescription(desc), metric.WithUnit(unit))
-		errs = append(errs, err)
-		return c
-	}
-	hist := func(name, desc string) metric.Float64Histogram {
-		h, err := m.Float64Histogram(name, metric.WithDescription(desc), metric.WithUnit("s"),
-			metric.WithExplicitBucketBoundaries(Buckets...))
-		errs = append(errs, err)
-		return h
-	}
-	t.requests = count(MetricRequests, "Chat-completions requests by route and audit outcome.", "{request}")
-	t.attempts = count(MetricAttempts, "Contract attempts by route, attempt number and result (valid, invalid, upstream_error).", "{attempt}")
-	t.violations = count(MetricViolations, "Contract violations found in model outputs, by route, kind and rule.", "{violation}")
-	t.tokens = count(MetricTokens, "Upstream-reported tokens summed over every contract attempt, by route and direction (input, output).", "{token}")
-	t.reloads = count(MetricConfigReloads, "Config reloads by result (success, failure).", "{reload}")
-	t.reqDur = hist(MetricRequestDuration, "Whole request time as audited (duration_ms), every attempt included, by route and outcome.")
-	t.upDur = hist(MetricUpstreamDuration, "Time of one upstream call (transport retries included), by route.")
-	t.valDur = hist(MetricValidationDuration, "Time to extract and validate one model output, by route.")
-	t.httpDur = hist(MetricHTTPDuration, "Duration of HTTP server requests.")
-	for _, err := range errs {
-		if err != nil {
-			return err
-		}
+	m := t.register()
+	t.requests = m.counter(MetricRequests, "Chat-completions requests by route and audit outcome.", "{request}")
+	t.attempts = m.counter(MetricAttempts, "Contract attempts by route, attempt number and result (valid, invalid, upstream_error).", "{attempt}")
+	t.violations = m.counter(MetricViolations, "Contract violations found in model outputs, by route, kind and rule.", "{violation}")
+	t.tokens = m.counter(MetricTokens, "Upstream-reported tokens summed over every contract attempt, by route and direction (input, output).", "{token}")
+	t.reloads = m.counter(MetricConfigReloads, "Config reloads by result (success, failure).", "{reload}")
+	t.reqDur = m.seconds(MetricRequestDuration, "Whole request time as audited (duration_ms), every attempt included, by route and outcome.")
+	t.upDur = m.seconds(MetricUpstreamDuration, "Time of one upstream call (transport retries included), by route.")
+	t.valDur = m.seconds(MetricValidationDuration, "Time to extract and validate one model output, by route.")
+	t.httpDur = m.seconds(MetricHTTPDuration, "Duration of HTTP server requests.")
+	if m.err != nil {
+		return m.err
 	}
 	t.reloadOK = metric.WithAttributeSet(attribute.NewSet(attribute.String("result", "success")))
 	t.reloadFail = metric.WithAttributeSet(attribute.NewSet(attribute.String("result", "failure")))

@@ -31,17 +31,14 @@ type ReviewMetrics struct {
 // scrape (bounded by a short timeout) so the gauge is the store's truth,
 // shared by every replica of a shared store.
 func (t *Telemetry) ReviewMetrics(pending func(ctx context.Context) (map[string]int, error)) (*ReviewMetrics, error) {
-	m := t.meter()
-	r := &ReviewMetrics{}
-	var err error
-	if r.resolved, err = m.Int64Counter(MetricReviewsResolved, metric.WithDescription("Review items resolved, by route, status and by (reviewer, rerun)."), metric.WithUnit("{review}")); err != nil {
-		return nil, err
+	m := t.register()
+	r := &ReviewMetrics{
+		resolved:   m.counter(MetricReviewsResolved, "Review items resolved, by route, status and by (reviewer, rerun).", "{review}"),
+		storeErrs:  m.counter(MetricReviewStoreErrors, "Review items the store could not take (spooled instead).", "{error}"),
+		deliveries: m.counter(MetricWebhookDeliveries, "Webhook delivery tries by result (success, failure, expired).", "{delivery}"),
 	}
-	if r.storeErrs, err = m.Int64Counter(MetricReviewStoreErrors, metric.WithDescription("Review items the store could not take (spooled instead)."), metric.WithUnit("{error}")); err != nil {
-		return nil, err
-	}
-	if r.deliveries, err = m.Int64Counter(MetricWebhookDeliveries, metric.WithDescription("Webhook delivery tries by result (success, failure, expired)."), metric.WithUnit("{delivery}")); err != nil {
-		return nil, err
+	if m.err != nil {
+		return nil, m.err
 	}
 	r.storeErrs.Add(context.Background(), 0)
 	// The store lists only routes with pending items; a route it listed
@@ -50,7 +47,7 @@ func (t *Telemetry) ReviewMetrics(pending func(ctx context.Context) (map[string]
 	// holding the last count, an alert on it staying stale).
 	var mu sync.Mutex
 	seen := map[string]bool{}
-	_, err = m.Int64ObservableGauge(MetricReviewsPending, metric.WithDescription("Pending review items by route."), metric.WithUnit("{review}"),
+	m.gauge(MetricReviewsPending, "Pending review items by route.", "{review}",
 		metric.WithInt64Callback(func(ctx context.Context, o metric.Int64Observer) error {
 			ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 			defer cancel()
@@ -71,8 +68,8 @@ func (t *Telemetry) ReviewMetrics(pending func(ctx context.Context) (map[string]
 			}
 			return nil
 		}))
-	if err != nil {
-		return nil, err
+	if m.err != nil {
+		return nil, m.err
 	}
 	return r, nil
 }
@@ -97,18 +94,13 @@ const (
 // DedupeMetrics registers the dedupe cache's size and evictions, read from
 // stats (proxy.Server.DedupeStats) at each scrape.
 func (t *Telemetry) DedupeMetrics(stats func() (entries int, evictions int64)) error {
-	m := t.meter()
-	entries, err := m.Int64ObservableGauge(MetricDedupeEntries,
-		metric.WithDescription("needs_review verdicts held by the dedupe cache (bounded; least recently used evicted)."), metric.WithUnit("{entry}"))
-	if err != nil {
-		return err
+	m := t.register()
+	entries := m.gauge(MetricDedupeEntries, "needs_review verdicts held by the dedupe cache (bounded; least recently used evicted).", "{entry}")
+	evictions := m.observedCounter(MetricDedupeEvictions, "Verdicts evicted from the dedupe cache at its size limit.", "{entry}")
+	if m.err != nil {
+		return m.err
 	}
-	evictions, err := m.Int64ObservableCounter(MetricDedupeEvictions,
-		metric.WithDescription("Verdicts evicted from the dedupe cache at its size limit."), metric.WithUnit("{entry}"))
-	if err != nil {
-		return err
-	}
-	_, err = m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+	_, err := m.m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
 		n, ev := stats()
 		o.ObserveInt64(entries, int64(n))
 		o.ObserveInt64(evictions, ev)
