@@ -108,6 +108,11 @@ func openSQLite(ctx context.Context, file string, every time.Duration, restartAt
 	w.SetMaxIdleConns(1)
 	if err := migrateRetrying(ctx, w); err != nil {
 		w.Close()
+		var le *SchemaLevelError
+		if errors.As(err, &le) {
+			le.Store = "review store " + file
+			return nil, le
+		}
 		return nil, fmt.Errorf("review store %s: %w", file, err)
 	}
 	db, err := sql.Open("sqlite", dsn)
@@ -295,6 +300,13 @@ func migrate(ctx context.Context, db *sql.DB, fsys embed.FS, dir string) error {
 	}
 	ms, err := migrations(fsys, dir)
 	if err != nil {
+		return err
+	}
+	var have, applied int
+	if err := db.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0), count(*) FROM schema_migrations`).Scan(&have, &applied); err != nil {
+		return fmt.Errorf("migrations: %w", err)
+	}
+	if err := newerLevel(have, applied, ms); err != nil {
 		return err
 	}
 	for _, m := range ms {
@@ -712,8 +724,11 @@ func listQuery(f Filter) (string, []any, error) {
 		if err != nil {
 			return "", nil, err
 		}
-		where = append(where, `(`+order[0]+` < ? OR (`+order[0]+` = ? AND `+order[1]+` < ?))`)
-		args = append(args, ns, ns, id)
+		// A row value, not (a < ? OR (a = ? AND b < ?)): SQLite seeks the
+		// index to a row value but reads the OR form from the newest
+		// entry on, so a page deep in a million items read all before it.
+		where = append(where, `(`+order[0]+`, `+order[1]+`) < (?, ?)`)
+		args = append(args, ns, id)
 	}
 	q := `SELECT r.` + strings.ReplaceAll(itemColumns, ", ", ", r.") + ` FROM ` + from
 	if len(where) > 0 {
