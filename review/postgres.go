@@ -246,6 +246,17 @@ func migratePostgres(ctx context.Context, cc *pgx.ConnConfig, budget time.Durati
 	if err != nil {
 		return err
 	}
+	var have, applied int
+	if err := conn.QueryRow(ctx, `SELECT COALESCE(MAX(version), 0), count(*) FROM contractd_schema_migrations`).Scan(&have, &applied); err != nil {
+		return fmt.Errorf("review store: migrations: %w", err)
+	}
+	if err := newerLevel(have, applied, ms); err != nil {
+		var le *SchemaLevelError
+		if errors.As(err, &le) {
+			le.Store = "review store: postgres"
+		}
+		return err
+	}
 	for _, m := range ms {
 		v, base, body := m.version, m.name, m.body
 		err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {

@@ -52,6 +52,20 @@ func checkLevel(store string, have, applied int, fsys embed.FS, dir string) erro
 	return nil
 }
 
+// newerLevel refuses a store that a newer contractd has migrated past this
+// binary's migrations (a rollback, or an old replica restarted after an
+// upgrade). Serving it would write rows without the columns and derived
+// rows the newer migrations keep in step (0003/0004 made review_rules carry
+// each item's status: an older binary would leave them stale), so serve
+// treats it as a store that cannot be opened: items are spooled and the log
+// says which binary to run. The caller sets Store.
+func newerLevel(have, applied int, ms []migration) error {
+	if want := ms[len(ms)-1].version; have > want {
+		return &SchemaLevelError{Have: have, Applied: applied, Want: want}
+	}
+	return nil
+}
+
 // sqliteReader reads a SQLite store opened read-only.
 type sqliteReader struct {
 	db         *sql.DB
