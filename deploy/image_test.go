@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/contractd/contractd/config"
+	"github.com/contractd/contractd/internal/testkit"
 )
 
 // No container engine runs here (nor in CI), so the image itself is not
@@ -403,7 +404,8 @@ func systemdInstallDocs(t *testing.T) (map[string]string, []string) {
 }
 
 func TestMain(m *testing.M) {
-	code := m.Run()
+	// PostgresMain stops the PostgreSQL TestKitsRun started, if any.
+	code := testkit.PostgresMain(m)
 	if built.path != "" {
 		os.RemoveAll(filepath.Dir(built.path))
 	}
