@@ -368,7 +368,10 @@ func (x *exchange) finish(ctx context.Context, status int, outcome audit.Outcome
 		r := slog.NewRecord(time.Now(), lvl, "request", 0)
 		r.AddAttrs(slog.String("request_id", x.ev.RequestID), slog.String("route", x.ev.Route),
 			slog.String("outcome", string(outcome)), slog.Int("status", status), slog.Int("attempts", len(x.ev.Attempts)),
-			slog.Float64("duration_ms", x.ev.DurationMS), slog.String("error_code", string(code)))
+			slog.Float64("duration_ms", x.ev.DurationMS))
+		if code != "" { // absent on a 200, as in the audit line
+			r.AddAttrs(slog.String("error_code", string(code)))
+		}
 		_ = h.Handle(ctx, r)
 	}
 }

@@ -41,9 +41,15 @@ func TestJSONHandlerMatchesSlog(t *testing.T) {
 	req := slog.NewRecord(now, slog.LevelInfo, "request", 0)
 	req.AddAttrs(slog.String("request_id", "req_0123456789abcdef01234567"), slog.String("route", "triage"),
 		slog.String("outcome", "success"), slog.Int("status", 200), slog.Int("attempts", 1),
-		slog.Float64("duration_ms", 0.412), slog.String("error_code", ""),
+		slog.Float64("duration_ms", 0.412),
 		slog.String("trace_id", "4bf92f3577b34da6a3ce929d0e0e4736"), slog.String("span_id", "00f067aa0ba902b7"))
 	both(t, nil, req)
+	// A request that failed: its line carries error_code (a 200's has none).
+	failed := slog.NewRecord(now, slog.LevelInfo, "request", 0)
+	failed.AddAttrs(slog.String("request_id", "req_0123456789abcdef01234567"), slog.String("route", "triage"),
+		slog.String("outcome", "needs_review"), slog.Int("status", 422), slog.Int("attempts", 2),
+		slog.Float64("duration_ms", 22.307), slog.String("error_code", "contract_violation"))
+	both(t, nil, failed)
 
 	strs := []string{"", "plain", `quote " and \ backslash`, "tab\tnl\ncr\r", "\x00\x01\x1f\x7f", "bs\bff\f", "<html>&amp;'",
 		"é ü 日本語 🙂", "bad \xff utf8 \xc3", "\u2028line\u2029para", strings.Repeat("long ", 5000), "\xed\xa0\x80 surrogate"}

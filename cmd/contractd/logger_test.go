@@ -84,7 +84,7 @@ func BenchmarkRequestLine(b *testing.B) {
 				r := slog.NewRecord(time.Now(), slog.LevelInfo, "request", 0)
 				r.AddAttrs(slog.String("request_id", "req_0123456789abcdef01234567"), slog.String("route", "triage"),
 					slog.String("outcome", "success"), slog.Int("status", 200), slog.Int("attempts", 1),
-					slog.Float64("duration_ms", 0.412), slog.String("error_code", ""))
+					slog.Float64("duration_ms", 0.412))
 				_ = h.Handle(ctx, r)
 			}
 		})
