@@ -14,8 +14,10 @@ import (
 
 // The accepted answer is written by appending to one pooled buffer: no
 // reflection, no intermediate structs, and the accepted content quoted
-// straight from the validated bytes. The output is byte for byte what
-// encoding/json writes for successResponse (TestAppendChatSuccessMatches).
+// straight from the validated bytes, or copied from the reply's own string
+// literal when that is exactly the same quoting (appendOutput). The output
+// is byte for byte what encoding/json writes for successResponse
+// (TestAppendChatSuccessMatches, FuzzAppendOutputQuotedAsReplied).
 
 var bodyPool = sync.Pool{New: func() any { b := make([]byte, 0, 8<<10); return &b }}
 
@@ -47,7 +49,7 @@ func appendChatSuccess(b []byte, v *verdict, route *config.Route, k *contracts.C
 	b = append(b, `,"model":`...)
 	b = jsonstr.Append(b, resp.Model)
 	b = append(b, `,"choices":[{"index":0,"message":{"role":"assistant","content":`...)
-	b = appendJSONBytesAsString(b, v.result.JSON)
+	b = appendOutput(b, v)
 	b = append(b, `,"refusal":null},"logprobs":null,"finish_reason":"stop"}],"usage":`...)
 	b = v.usage.AppendJSON(b)
 	if resp.SystemFingerprint != "" {
@@ -75,7 +77,7 @@ func appendResponseSuccess(b []byte, v *verdict, route *config.Route, id string)
 	b = append(b, `,"output":[{"type":"message","id":`...)
 	b = appendPrefixedString(b, "msg_", id)
 	b = append(b, `,"status":"completed","role":"assistant","content":[{"type":"output_text","text":`...)
-	b = appendJSONBytesAsString(b, v.result.JSON)
+	b = appendOutput(b, v)
 	b = append(b, `,"annotations":[]}]}],"usage":{"input_tokens":`...)
 	b = strconv.AppendInt(b, int64(v.usage.PromptTokens), 10)
 	b = append(b, `,"input_tokens_details":{"cached_tokens":0},"output_tokens":`...)
@@ -124,6 +126,61 @@ func appendContractInfo(b []byte, v *verdict, route *config.Route, k *contracts.
 		b = append(b, '}')
 	}
 	return append(b, "]}"...)
+}
+
+// appendOutput appends the accepted output, v.result.JSON, quoted as
+// jsonstr.Append quotes it. When the output is the reply's content, or
+// that content with JSON whitespace trimmed at its ends (what strict
+// extraction accepts), and the reply quoted the content exactly as Append
+// would (Completion.quoted), the reply's own bytes for that span are
+// copied instead of quoting 1–2 KB again, character by character.
+func appendOutput(b []byte, v *verdict) []byte {
+	if q, ok := quotedSpan(v.comp, v.result.JSON); ok {
+		b = append(b, '"')
+		b = append(b, q...)
+		return append(b, '"')
+	}
+	return appendJSONBytesAsString(b, v.result.JSON)
+}
+
+// quotedSpan is the part of c.quoted, without its quotes, that Append
+// writes for out, when out lies in c.Output with only JSON whitespace
+// (space, tab, newline, carriage return) before and after it. Append
+// writes each character on its own (a space as itself, the other three
+// as two-byte escapes), so those ends are cut from the literal by count.
+func quotedSpan(c *Completion, out []byte) ([]byte, bool) {
+	if c == nil || c.quoted == nil || len(out) == 0 || len(c.Output) == 0 {
+		return nil, false
+	}
+	base := uintptr(unsafe.Pointer(unsafe.StringData(c.Output)))
+	at := uintptr(unsafe.Pointer(&out[0]))
+	if at < base || at-base+uintptr(len(out)) > uintptr(len(c.Output)) {
+		return nil, false
+	}
+	i := int(at - base)
+	head, tail := escapedWS(c.Output[:i]), escapedWS(c.Output[i+len(out):])
+	if head < 0 || tail < 0 {
+		return nil, false
+	}
+	q := c.quoted[1 : len(c.quoted)-1]
+	return q[head : len(q)-tail], true
+}
+
+// escapedWS is the length Append gives s when s is JSON whitespace only,
+// else -1.
+func escapedWS(s string) int {
+	n := 0
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case ' ':
+			n++
+		case '\t', '\n', '\r':
+			n += 2
+		default:
+			return -1
+		}
+	}
+	return n
 }
 
 // appendJSONBytesAsString is jsonstr.Append for bytes (the validated

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/contractd/contractd/audit"
 	"github.com/contractd/contractd/config"
@@ -117,3 +119,99 @@ type countingWriter struct {
 
 func (c *countingWriter) Write(b []byte) (int, error) { c.writes++; return c.ResponseRecorder.Write(b) }
 func (c *countingWriter) Flush()                      { c.flushes++; c.ResponseRecorder.Flush() }
+
+// FuzzAppendOutputQuotedAsReplied: whatever string literal the reply
+// carries its content in, and whatever JSON whitespace surrounds the
+// accepted part, the answer quotes the output exactly as jsonstr.Append
+// does, whether it copies the reply's literal (Completion.quoted) or
+// quotes the output itself.
+func FuzzAppendOutputQuotedAsReplied(f *testing.F) {
+	for _, lit := range []string{`"{\"a\":1}"`, `" \n{\"a\":\"b\\\\c\"}\t\r\n "`, `"{\"a\":\"\u00e9\"}"`, `"{\"a\":\"\/\"}"`,
+		`"\n\n"`, `"x"`, `""`, `"{\"s\":\"tab\\t\u2028\"}\n"`, "\"{\\\"a\\\":\\\"\u2028\\\"} \"", `" {\"a\":\"\u001B\"} "`} {
+		f.Add([]byte(lit), uint8(0))
+		f.Add([]byte(lit), uint8(3))
+	}
+	f.Fuzz(func(t *testing.T, lit []byte, cut uint8) {
+		reply := append([]byte(`{"object":"chat.completion","choices":[{"message":{"content":`), lit...)
+		reply = append(reply, `},"finish_reason":"stop"}]}`...)
+		c, ok := readCompletion(reply)
+		if !ok || len(c.Output) == 0 {
+			return
+		}
+		// The accepted part: the output with its JSON whitespace trimmed
+		// (strict extraction), or, for cut's low bit, one byte less at
+		// each end (not whitespace: the literal is not used).
+		out := unsafe.Slice(unsafe.StringData(c.Output), len(c.Output))
+		out = bytes.Trim(out, " \t\n\r")
+		if cut&1 == 1 && len(out) > 2 {
+			out = out[1 : len(out)-1]
+		}
+		if len(out) == 0 {
+			return
+		}
+		if c.quoted != nil {
+			if want := jsonstr.Append(nil, c.Output); !bytes.Equal(c.quoted, want) {
+				t.Fatalf("quoted %s, Append writes %s", c.quoted, want)
+			}
+		}
+		v := &verdict{comp: c, result: contracts.Result{JSON: out}}
+		if got, want := appendOutput(nil, v), jsonstr.Append(nil, string(out)); !bytes.Equal(got, want) {
+			t.Fatalf("literal %s, output %q: got %s, want %s", lit, out, got, want)
+		}
+	})
+}
+
+// TestReplyKeepsQuotedContent: a reply whose content literal is what
+// Append writes keeps it, so the answer copies it; one with any other
+// escape keeps none, and the answer quotes the output itself.
+func TestReplyKeepsQuotedContent(t *testing.T) {
+	for _, tt := range []struct {
+		lit  string
+		kept bool
+	}{
+		{`"{\"a\":\"b\\\\c\",\"t\":\"x\\ty\"}"`, true},
+		{`"\n{\"a\":1}\n"`, true},
+		{`"{\"a\":\"\/\"}"`, false},
+		{`"{\"a\":\"\u00e9\"}"`, false},
+		{`"{\"a\":\"\u001B\"}"`, false},
+	} {
+		c, ok := readCompletion([]byte(`{"choices":[{"message":{"content":` + tt.lit + `}}]}`))
+		if !ok {
+			t.Fatalf("%s: not read", tt.lit)
+		}
+		if kept := c.quoted != nil; kept != tt.kept {
+			t.Errorf("%s: kept %v, want %v", tt.lit, kept, tt.kept)
+		}
+	}
+}
+
+// BenchmarkAppendOutput: the accepted output of a reply read from the
+// wire, a 1.5 KB JSON object, quoted into the answer: copied from the
+// reply's literal, and quoted again (the reply's literal not kept).
+func BenchmarkAppendOutput(b *testing.B) {
+	obj := `{"ticket_id":"TCK-20240917-0042","category":"billing","priority":2,"sentiment":{"label":"negative","score":0.82},` +
+		`"entities":[{"type":"order","text":"ORD-99812","confidence":0.98},{"type":"amount","text":"EUR 129.00","confidence":0.95}],` +
+		`"actions":[{"step":1,"owner":"billing","description":"Confirm the duplicate charge of EUR 129.00 on order ORD-99812.","due_hours":4}],` +
+		`"summary":"A gold-tier customer was charged twice for the Pro annual plan renewal and asks for the duplicate to be refunded."}`
+	content := jsonstr.Append(nil, strings.Repeat(obj, 3))
+	c, ok := readCompletion([]byte(`{"choices":[{"message":{"content":` + string(content) + `}}]}`))
+	if !ok || c.quoted == nil {
+		b.Fatal("reply not read, or its content literal not kept")
+	}
+	out := unsafe.Slice(unsafe.StringData(c.Output), len(c.Output))
+	for _, tt := range []struct {
+		name   string
+		quoted []byte
+	}{{"literal", c.quoted}, {"quoted", nil}} {
+		b.Run(tt.name, func(b *testing.B) {
+			cc := *c
+			cc.quoted = tt.quoted
+			v := &verdict{comp: &cc, result: contracts.Result{JSON: out}}
+			b.SetBytes(int64(len(out)))
+			var dst []byte
+			for b.Loop() {
+				dst = appendOutput(dst[:0], v)
+			}
+		})
+	}
+}

@@ -61,10 +61,11 @@ func readCompletion(data []byte) (*Completion, bool) {
 		created, choices int64
 		usage            *openai.Usage
 		s                [numStrs]string
+		quoted           []byte
 	)
 	ok := r.reply(&created, &choices, &usage)
 	if ok {
-		r.unquote(&s)
+		quoted = r.unquote(&s)
 	}
 	r.strs = [numStrs][]byte{}
 	r.buf = bytes.Buffer{}
@@ -73,7 +74,7 @@ func readCompletion(data []byte) (*Completion, bool) {
 	if !ok || choices == 0 || s[strObject] == "chat.completion.chunk" {
 		return nil, false
 	}
-	c := &Completion{Output: s[strContent], Refusal: s[strRefusal], Finish: s[strFinish]}
+	c := &Completion{Output: s[strContent], Refusal: s[strRefusal], Finish: s[strFinish], quoted: quoted}
 	c.Resp = openai.ChatCompletionResponse{ID: s[strID], Object: s[strObject], Created: created, Model: s[strModel],
 		SystemFingerprint: s[strFingerprint],
 		Choices: []openai.ChatCompletionChoice{{Message: openai.ChatCompletionMessage{Role: s[strRole],
@@ -300,22 +301,31 @@ func (r *replyReader) int() int64 {
 }
 
 // unquote sets s to the kept strings, all unquoted into one buffer which
-// they then share.
-func (r *replyReader) unquote(s *[numStrs]string) {
+// they then share. It returns the content's raw string literal, copied
+// into the same buffer, when it is exactly what jsonstr.Append writes for
+// the content (Completion.quoted); nil otherwise.
+func (r *replyReader) unquote(s *[numStrs]string) (quoted []byte) {
 	n := 0
 	for _, raw := range r.strs {
 		n += len(raw)
 	}
 	if n == 0 {
-		return
+		return nil
 	}
-	buf := make([]byte, 0, n)
+	// Room for every string unquoted (never longer than raw, but for
+	// invalid UTF-8) and for the content's literal after them.
+	buf := make([]byte, 0, n+len(r.strs[strContent]))
 	var ends [numStrs]int
+	same := false
 	for i, raw := range r.strs {
 		if raw != nil {
 			// Invalid UTF-8 becomes U+FFFD (and may lengthen the text),
 			// as json v2 reads it with AllowInvalidUTF8.
-			buf = jsonstr.AppendUnquote(buf, raw) // raw was read by the decoder
+			if i == strContent {
+				buf, same = jsonstr.AppendUnquoteSame(buf, raw) // raw was read by the decoder
+			} else {
+				buf = jsonstr.AppendUnquote(buf, raw)
+			}
 		}
 		ends[i] = len(buf)
 	}
@@ -326,4 +336,10 @@ func (r *replyReader) unquote(s *[numStrs]string) {
 		}
 		start = end
 	}
+	if same {
+		at := len(buf)
+		buf = append(buf, r.strs[strContent]...) // the strings above stay where they are
+		quoted = buf[at:len(buf):len(buf)]
+	}
+	return quoted
 }

@@ -85,6 +85,10 @@ type Completion struct {
 	Output  string
 	Finish  string
 	Refusal string
+	// quoted is Output as the reply quoted it, when that is exactly what
+	// jsonstr.Append writes for Output (the usual case): the answer sends
+	// these bytes on instead of quoting the output again. Nil otherwise.
+	quoted []byte
 }
 
 // Caller makes upstream calls. Safe for concurrent use; one per process so

@@ -25,11 +25,14 @@ func readString(in []byte, invalidUTF8 bool) []byte {
 }
 
 // FuzzAppendUnquoteAgrees: on every string literal a decoder accepts,
-// AppendUnquote appends what jsontext.AppendUnquote appends.
+// AppendUnquote appends what jsontext.AppendUnquote appends, and
+// AppendUnquoteSame reports same exactly when Append writes the literal
+// back byte for byte.
 func FuzzAppendUnquoteAgrees(f *testing.F) {
 	for _, s := range []string{`""`, `"plain"`, `"{\"a\":\"b\\\\c\"}"`, `"\b\f\n\r\t\/"`, `"\u00e9\u2028\u0000x"`,
 		`"\ud83d\ude00"`, `"\uD83D\uDE00 tail"`, `"\ud83d"`, `"\ude00\ud83d"`, `"\ud83d\u0041"`, `"\ud83dx"`,
-		"\"bad \xff utf8\"", "\"é日本\"", `"\u00"`} {
+		"\"bad \xff utf8\"", "\"é日本\"", `"\u00"`, `"\u001b\u001B\u0008"`, `"\u2028 \u2029"`, "\"raw \u2028 \u2029\"", `"a\/b"`,
+		`"\u0041\u00e9"`, `"\ufffd"`} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, in []byte) {
@@ -41,6 +44,13 @@ func FuzzAppendUnquoteAgrees(f *testing.F) {
 			want, _ := jsontext.AppendUnquote([]byte("x"), q)
 			if got := AppendUnquote([]byte("x"), q); !bytes.Equal(got, want) {
 				t.Fatalf("AppendUnquote(%q) = %q, jsontext %q", q, got, want)
+			}
+			got, same := AppendUnquoteSame([]byte("x"), q)
+			if !bytes.Equal(got, want) {
+				t.Fatalf("AppendUnquoteSame(%q) = %q, jsontext %q", q, got, want)
+			}
+			if back := Append(nil, string(got[1:])); same != bytes.Equal(back, q) {
+				t.Fatalf("AppendUnquoteSame(%q): same %v, but Append writes %q", q, same, back)
 			}
 		}
 	})
