@@ -123,13 +123,26 @@ func TestReviewSurvivesKill9(t *testing.T) {
 	mu.Unlock()
 
 	d2 := startDaemon(t, cfg, baseEnv())
+	// serve waits up to 2 s for the store before it listens; a slower open
+	// goes on in the background, and meanwhile an id that is not in the
+	// spool answers 503 review_store_unavailable (asked again here), never
+	// 404: a 404 is a lost item, at once.
 	for _, id := range got {
-		if st, m := adminGet(t, d2, "/admin/reviews/"+id); st != 200 || m["id"] != id {
+		var st int
+		var m map[string]any
+		waitFor(30*time.Second, func() bool {
+			st, m = adminGet(t, d2, "/admin/reviews/"+id)
+			return st != 503 || errorCode(m) != "review_store_unavailable"
+		})
+		if st != 200 || m["id"] != id {
 			t.Fatalf("review %s lost after kill -9: %d %v", id, st, m)
 		}
 	}
-	// every one is in the store itself, not waiting in a spool
-	if _, err := os.Stat(filepath.Join(dir, "review-spool.jsonl")); !os.IsNotExist(err) {
+	// every one is in the store itself, not waiting in a spool (once the
+	// store is open, Run moves the spool in before anything else)
+	spool := filepath.Join(dir, "review-spool.jsonl")
+	if !waitFor(10*time.Second, func() bool { _, err := os.Stat(spool); return os.IsNotExist(err) }) {
+		_, err := os.Stat(spool)
 		t.Fatalf("spool left: %v", err)
 	}
 	st, m := adminGet(t, d2, "/admin/reviews?limit=500&status=pending")

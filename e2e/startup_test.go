@@ -164,6 +164,12 @@ func TestReloadNeverDropsAdminAuth(t *testing.T) {
 		resp.Body.Close()
 		return resp.StatusCode
 	}
+	// The reviewer list answers 503 until the review store is open: serve
+	// waits up to 2 s for it before listening, then opens it in the
+	// background (a slow start under load can take longer).
+	if _, ok := d.logLine(30*time.Second, msgIs("review store open")); !ok {
+		t.Fatalf("premise: the review store never opened:\n%s", d.stderr)
+	}
 	if s, k := list(""), list("e2e-admin-key"); s != 401 || k != 200 {
 		t.Fatalf("premise: /admin/reviews without a key %d, with the admin key %d", s, k)
 	}

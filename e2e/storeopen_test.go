@@ -19,6 +19,8 @@ import (
 // found there, the reviewer list answers 503 review_store_unavailable, and
 // once the store opens the spool moves in. Here another process holds the
 // database's lock, as a replica on the same host migrating it would.
+// serve gives the open 2 s before it listens (a usual start answers with
+// the store open), then goes on without it.
 // Before, serve opened the store first and did not listen for as long as
 // the lock was held (at least SQLite's 10 s busy timeout): a migration
 // longer than the Kubernetes kit's 30 s startup probe got the pod killed
@@ -77,6 +79,10 @@ func TestServeListensWhileTheStoreOpens(t *testing.T) {
 	}
 	if n := d.countLog(msgIs("review store open")); n != 0 {
 		t.Fatalf("the store opened with its lock held (%d lines)", n)
+	}
+	// serve waited its 2 s for the store, then listened and said so.
+	if n := d.countLog(msgIs("review store still opening; listening meanwhile (items are spooled until it opens)")); n != 1 {
+		t.Errorf("'review store still opening' logged %d times, want 1", n)
 	}
 
 	release()

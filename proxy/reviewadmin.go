@@ -94,6 +94,8 @@ func (s *Server) storeError(w http.ResponseWriter, err error) *APIError {
 		return &APIError{Status: http.StatusConflict, Type: typeInvalidRequest, Code: CodeReviewResolved, Message: "the review is already resolved"}
 	case errors.Is(err, review.ErrBadCursor):
 		return badRequest(CodeInvalidParameter, "cursor", "cursor is not one this server returned")
+	case errors.Is(err, errStoreNotOpen):
+		return errStoreDown // not a failed call: Run logs the open's failures
 	}
 	s.Logger.Error("review store failed", "request_id", w.Header().Get("X-Request-Id"), "error", err.Error())
 	return errStoreDown

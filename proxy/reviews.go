@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net/http"
 	"path/filepath"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -68,6 +69,11 @@ type ReviewQueue struct {
 
 	open  func(context.Context) (review.Store, error)
 	store atomic.Pointer[review.Store]
+
+	// started is closed when Run's first pass has tried to open the store
+	// and, if it opened, to move the spool in (WaitStarted).
+	started     chan struct{}
+	startedOnce sync.Once
 
 	lookupWarned atomic.Int64 // unix ns of the last dedupe sync warning
 	openWarn     warnEvery    // the store failing to open
@@ -141,12 +147,37 @@ func NewReviewQueue(ctx context.Context, open func(context.Context) (review.Stor
 // ever finishing, the probe killing the pod mid-migration again and again.
 func NewReviewQueueOpenedByRun(open func(context.Context) (review.Store, error), spoolPath string, log *slog.Logger) *ReviewQueue {
 	q := &ReviewQueue{Spool: &review.Spool{Path: spoolPath}, Notifier: review.NewHub(), Metrics: nopReviewMetrics{},
-		Log: log, Retry: time.Second, open: open}
+		Log: log, Retry: time.Second, open: open, started: make(chan struct{})}
 	if q.Log == nil {
 		q.Log = slog.New(slog.DiscardHandler)
 	}
 	return q
 }
+
+// WaitStarted waits, at most wait (or until ctx ends), for Run's first
+// pass: the store's first open (its migrations included) and, when it
+// opened, the spool's move into it. It reports whether that pass ended;
+// Store says whether the store opened. serve waits so before it listens: a
+// usual start answers its first requests with the store open, as when
+// serve opened it first, while a long migration (or a lock another process
+// holds) goes on in the background once wait has passed.
+func (q *ReviewQueue) WaitStarted(ctx context.Context, wait time.Duration) bool {
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-q.started:
+		return true
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	return false
+}
+
+// errStoreNotOpen is a lookup's answer for an id not in the spool while
+// the store is not open (still opening at start, or it cannot be opened):
+// the item may well be in the store, so it is not ErrNotFound (404 told a
+// client polling an item stored before a restart that it did not exist).
+var errStoreNotOpen = errors.New("review store not open")
 
 // Store is the open store, or nil while it cannot be opened.
 func (q *ReviewQueue) Store() review.Store {
@@ -284,7 +315,8 @@ func (q *ReviewQueue) get(ctx context.Context, id string) (*review.Item, error) 
 	if st := q.Store(); st != nil {
 		return st.Get(ctx, id)
 	}
-	return nil, review.ErrNotFound
+	// Not open (yet): what is not in the spool may be in the store.
+	return nil, errStoreNotOpen
 }
 
 // DefaultOutboxPurgeAfter is the age past which Run deletes a webhook
@@ -342,6 +374,9 @@ func (q *ReviewQueue) run(ctx context.Context) {
 					}
 				}
 			}
+		}
+		q.startedOnce.Do(func() { close(q.started) })
+		if st := q.Store(); st != nil {
 			if q.Retention > 0 && time.Since(lastRetention) > time.Hour &&
 				q.cleanup(ctx, st.DeleteResolvedBefore, q.Retention, "review retention cleanup failed", "review retention cleanup") {
 				lastRetention = time.Now()
@@ -501,6 +536,9 @@ func (s *Server) getReview(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case errors.Is(err, review.ErrNotFound) || (err == nil && it.KeyID != kid):
 		writeError(w, errReviewNotFound)
+	case errors.Is(err, errStoreNotOpen):
+		// Not a failed read: the open's failures are logged by Run.
+		writeError(w, errStoreDown)
 	case err != nil:
 		s.Logger.Error("review store read failed", "request_id", w.Header().Get("X-Request-Id"), "error", err.Error())
 		writeError(w, errStoreDown)

@@ -43,9 +43,22 @@ func (s *Spool) Append(it *Item) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	f, err := os.OpenFile(s.Path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	f, err := os.OpenFile(s.Path, os.O_RDWR|os.O_APPEND|os.O_CREATE, 0o600)
 	if err != nil {
 		return fmt.Errorf("review spool: %w", err)
+	}
+	// kill -9 during a write of more than a page can leave a torn last
+	// line without its newline (the kernel stops between pages): the next
+	// line appended to it, by the next process, was glued to it, and that
+	// item, acknowledged to its client, could neither be found nor moved
+	// in. Start on a line of its own.
+	torn, err := tornTail(f)
+	if err != nil {
+		f.Close()
+		return fmt.Errorf("review spool: %w", err)
+	}
+	if torn {
+		b = append([]byte{'\n'}, b...)
 	}
 	if _, err := f.Write(append(b, '\n')); err != nil {
 		f.Close()
@@ -56,6 +69,19 @@ func (s *Spool) Append(it *Item) error {
 		return fmt.Errorf("review spool: %w", err)
 	}
 	return f.Close()
+}
+
+// tornTail reports whether f is not empty and does not end with a newline.
+func tornTail(f *os.File) (bool, error) {
+	fi, err := f.Stat()
+	if err != nil || fi.Size() == 0 {
+		return false, err
+	}
+	var last [1]byte
+	if _, err := f.ReadAt(last[:], fi.Size()-1); err != nil {
+		return false, err
+	}
+	return last[0] != '\n', nil
 }
 
 // Drain moves every spooled item into st and removes the spool when all

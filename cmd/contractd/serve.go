@@ -86,6 +86,13 @@ func servable(path string, rt *config.Runtime) error {
 	return nil
 }
 
+// storeOpenWait is how long serve waits for the review store to open
+// before it listens anyway (the open goes on in the background): well
+// within the Kubernetes kit's 30 s startup probe, and what a usual open
+// (migrations of a store already at the current version) takes many times
+// over.
+const storeOpenWait = 2 * time.Second
+
 // openReviews builds the review queue the config names (nil for store:
 // none). Its Run opens (and migrates) the store in the background, while
 // serve listens: until then, or while the store cannot be opened, items
@@ -336,6 +343,14 @@ func serve(ctx context.Context, path string, rt *config.Runtime, logger *slog.Lo
 			qwg.Go(func() { queue.RunWebhook(qctx, hook) })
 		}
 		defer func() { stopQueue(); qwg.Wait() }()
+		// Give Run's first open (and spool move) a moment before
+		// listening, so a usual start answers with the store open; a
+		// longer one (a long migration, a lock held elsewhere) goes on in
+		// the background while serve listens, ready, and spools.
+		if !queue.WaitStarted(ctx, storeOpenWait) && ctx.Err() == nil {
+			logger.Info("review store still opening; listening meanwhile (items are spooled until it opens)",
+				"waited_ms", storeOpenWait.Milliseconds())
+		}
 	}
 	admin := &proxy.Admin{Metrics: metrics, Reviews: srv.ReviewAdmin()}
 	var apiHandler http.Handler
