@@ -674,15 +674,7 @@ func openForWriting(t *testing.T, pid int) []string {
 	return out
 }
 
+// waitUntil polls cond every 50 ms until it holds or d passes.
 func waitUntil(d time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(d)
-	for {
-		if cond() {
-			return true
-		}
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	return testkit.WaitFor(d, 50*time.Millisecond, cond)
 }

@@ -338,16 +338,7 @@ func (d *daemon) assertNoSecrets() {
 
 // waitFor polls cond every 10 ms until it holds or timeout passes.
 func waitFor(timeout time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(timeout)
-	for {
-		if cond() {
-			return true
-		}
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	return testkit.WaitFor(timeout, 10*time.Millisecond, cond)
 }
 
 // runCLI runs a one-shot contractd command and returns its outputs.
