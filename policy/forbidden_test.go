@@ -26,12 +26,7 @@ func TestNewForbiddenErrors(t *testing.T) {
 func TestForbidden(t *testing.T) {
 	const pat = `(?i)\b(policy|guideline)s?\b`
 	msg := "matches forbidden pattern policy_language"
-	tests := []struct {
-		name string
-		path string
-		out  string
-		want []contracts.Violation
-	}{
+	tests := []pathCase{
 		{"clean", "/refusal_text", `{"refusal_text": "I cannot help with that."}`, nil},
 		{"match", "/refusal_text", `{"refusal_text": "Our POLICY says no."}`,
 			[]contracts.Violation{pv("/refusal_text", "forbidden:policy_language", msg)}},

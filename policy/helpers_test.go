@@ -45,3 +45,12 @@ func sameViolations(t *testing.T, got, want []contracts.Violation) {
 }
 
 func intp(n int) *int { return &n }
+
+// pathCase is a case of a policy that checks the values at a path: the
+// output, and the violations the policy finds in it.
+type pathCase struct {
+	name string
+	path string
+	out  string
+	want []contracts.Violation
+}

@@ -27,12 +27,7 @@ func TestNewLabelsErrors(t *testing.T) {
 
 func TestLabels(t *testing.T) {
 	set := []string{"claim_report", "billing_question", "complaint", "other", "a/b~c"}
-	tests := []struct {
-		name string
-		path string
-		out  string
-		want []contracts.Violation
-	}{
+	tests := []pathCase{
 		{"valid", "/primary_intent", `{"primary_intent": "complaint"}`, nil},
 		{"absent is not ours", "/primary_intent", `{}`, nil},
 		{"unknown", "/primary_intent", `{"primary_intent": "Complaint"}`,
