@@ -13,7 +13,6 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -28,10 +27,8 @@ const PostgresDSNEnv = "CONTRACTD_TEST_PG_DSN"
 
 var pg struct {
 	main    bool // PostgresMain is running the tests: it will stop what starts
-	once    sync.Once
-	dsn     string
+	server  sharedServer
 	dir     string // started by us: scripts/postgres.sh stop dir
-	err     error
 	started bool
 }
 
@@ -76,26 +73,19 @@ func StopPostgres() error {
 // use. It fails the test (never skips) when no server can be had.
 func PostgresServer(t testing.TB) string {
 	t.Helper()
-	pg.once.Do(func() {
-		if dsn := os.Getenv(PostgresDSNEnv); dsn != "" {
-			pg.dsn = dsn
-			return
-		}
+	return pg.server.get(t, "postgres", PostgresDSNEnv, func() (string, error) {
 		if !pg.main {
-			pg.err = errors.New("the package's TestMain must call testkit.PostgresMain, which stops the server the tests start")
-			return
+			return "", errors.New("the package's TestMain must call testkit.PostgresMain, which stops the server the tests start")
 		}
-		pg.dsn, pg.dir, pg.err = startPostgres()
-		if pg.err == nil {
-			pg.started = true
-			// Child processes (the e2e binaries' helpers) see the same server.
-			os.Setenv(PostgresDSNEnv, pg.dsn)
+		dsn, dir, err := startPostgres()
+		if err != nil {
+			return "", err
 		}
+		pg.dir, pg.started = dir, true
+		// Child processes (the e2e binaries' helpers) see the same server.
+		os.Setenv(PostgresDSNEnv, dsn)
+		return dsn, nil
 	})
-	if pg.err != nil {
-		t.Fatalf("postgres for tests: %v", pg.err)
-	}
-	return pg.dsn
 }
 
 func startPostgres() (dsn, dir string, err error) {

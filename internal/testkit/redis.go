@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
@@ -18,9 +17,7 @@ import (
 const RedisURLEnv = "CONTRACTD_TEST_REDIS_URL"
 
 var shared struct {
-	once sync.Once
-	url  string
-	err  error
+	server sharedServer
 	// r stays referenced: were it collected, the finalizer of its stdin
 	// pipe would close it and stop the server mid-run.
 	r *Redis
@@ -33,22 +30,16 @@ var shared struct {
 // tests never skip for want of a server.
 func RedisURL(t testing.TB) string {
 	t.Helper()
-	shared.once.Do(func() {
-		if u := os.Getenv(RedisURLEnv); u != "" {
-			shared.url = u
-			return
-		}
+	return shared.server.get(t, "redis", RedisURLEnv, func() (string, error) {
 		// Kept for the process's lifetime: its stdin closes when the
 		// binary exits and the script stops the server.
-		shared.r, shared.err = startRedis(0)
-		if shared.r != nil {
-			shared.url = shared.r.URL
+		r, err := startRedis(0)
+		if err != nil {
+			return "", err
 		}
+		shared.r = r
+		return r.URL, nil
 	})
-	if shared.err != nil {
-		t.Fatalf("redis for tests: %v", shared.err)
-	}
-	return shared.url
 }
 
 // Redis is a throwaway redis-server one test owns, for tests that stop and
