@@ -200,6 +200,7 @@ func TestReviewAdminErrors(t *testing.T) {
 		{"limit 501", "GET", "/admin/reviews?limit=501", "", adminKey, 400, "invalid_request_error", "invalid_parameter", sp("limit")},
 		{"limit not a number", "GET", "/admin/reviews?limit=ten", "", adminKey, 400, "invalid_request_error", "invalid_parameter", sp("limit")},
 		{"bad status", "GET", "/admin/reviews?status=done", "", adminKey, 400, "invalid_request_error", "invalid_parameter", sp("status")},
+		{"export bad status", "GET", "/admin/reviews/export?status=done", "", adminKey, 400, "invalid_request_error", "invalid_parameter", sp("status")},
 		{"bad cursor", "GET", "/admin/reviews?cursor=zz!", "", adminKey, 400, "invalid_request_error", "invalid_parameter", sp("cursor")},
 		{"unknown id", "GET", "/admin/reviews/nope", "", adminKey, 404, "invalid_request_error", "review_not_found", nil},
 		{"approve unknown id", "POST", "/admin/reviews/nope/approve", `{"output":{},"reviewer":"a"}`, adminKey, 404, "invalid_request_error", "review_not_found", nil},

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -113,8 +114,7 @@ func (s *Server) listReviews(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q := r.URL.Query()
-	f := review.Filter{Status: review.Status(q.Get("status")), Route: q.Get("route"), Contract: q.Get("contract"),
-		Rule: q.Get("rule"), Cursor: q.Get("cursor")}
+	f := review.Filter{Route: q.Get("route"), Contract: q.Get("contract"), Rule: q.Get("rule"), Cursor: q.Get("cursor")}
 	if ls := q.Get("limit"); ls != "" {
 		n, err := strconv.Atoi(ls)
 		if err != nil || n < 1 || n > review.MaxLimit {
@@ -123,8 +123,8 @@ func (s *Server) listReviews(w http.ResponseWriter, r *http.Request) {
 		}
 		f.Limit = n
 	}
-	if f.Status != "" && !f.Status.Valid() {
-		writeError(w, badRequest(CodeInvalidParameter, "status", "status must be pending, approved or rejected"))
+	if f.Status, aerr = statusParam(q, ""); aerr != nil {
+		writeError(w, aerr)
 		return
 	}
 	items, next, err := st.List(r.Context(), f)
@@ -137,6 +137,19 @@ func (s *Server) listReviews(w http.ResponseWriter, r *http.Request) {
 		out.NextCursor = &next
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// statusParam is the status query parameter: empty is dflt (a list's "":
+// any status), another value must name a status.
+func statusParam(q url.Values, dflt review.Status) (review.Status, *APIError) {
+	st := review.Status(q.Get("status"))
+	if st == "" {
+		st = dflt
+	}
+	if st != "" && !st.Valid() {
+		return "", badRequest(CodeInvalidParameter, "status", "status must be pending, approved or rejected")
+	}
+	return st, nil
 }
 
 func (s *Server) adminGetReview(w http.ResponseWriter, r *http.Request) {
@@ -173,12 +186,9 @@ func (s *Server) exportReviews(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q := r.URL.Query()
-	f := review.ExportFilter{Status: review.Status(q.Get("status")), Route: q.Get("route")}
-	if f.Status == "" {
-		f.Status = review.StatusApproved
-	}
-	if !f.Status.Valid() {
-		writeError(w, badRequest(CodeInvalidParameter, "status", "status must be pending, approved or rejected"))
+	f := review.ExportFilter{Route: q.Get("route")}
+	if f.Status, aerr = statusParam(q, review.StatusApproved); aerr != nil {
+		writeError(w, aerr)
 		return
 	}
 	if since := q.Get("since"); since != "" {
