@@ -122,23 +122,7 @@ func TestReviewPageEditKeyWaitsForItem(t *testing.T) {
 	ps := newPageSite(t)
 	older := ps.needsReview(classifyReq)
 	newer := ps.needsReview(classifyReq)
-	release := make(chan struct{})
-	hook := func(w http.ResponseWriter, r *http.Request) bool {
-		if r.Method == "GET" && r.URL.Path == "/admin/reviews/"+older {
-			select {
-			case <-release:
-			case <-r.Context().Done():
-			}
-		}
-		return false
-	}
-	ps.hook.Store(&hook)
-	released := false
-	defer func() {
-		if !released {
-			close(release)
-		}
-	}()
+	release := ps.holdDetail(older)
 	b := newBrowser(t)
 	b.open(ps.ts.URL, adminKey)
 	b.until(titleIs(newer))
@@ -149,8 +133,7 @@ func TestReviewPageEditKeyWaitsForItem(t *testing.T) {
 	if f := evalJS[string](b, focused); f != "items" {
 		t.Fatalf("e while %s loads put the focus on %s (the detail shows %q)", older, f, evalJS[string](b, `document.getElementById("d-title").textContent`))
 	}
-	close(release)
-	released = true
+	release()
 	b.until(titleIs(older))
 	b.do(chromedp.KeyEvent("e"))
 	b.until(`document.activeElement === document.getElementById("editor")`)

@@ -269,6 +269,41 @@ func (ps *pageSite) needsReviews(n int) []string {
 	return ids
 }
 
+// holdDetail holds back the page's requests for item id (GET
+// /admin/reviews/id) until release is called or the page gives one up.
+// release may be called more than once; t's end calls it. It replaces
+// any hook set before.
+func (ps *pageSite) holdDetail(id string) (release func()) {
+	ps.t.Helper()
+	ch := make(chan struct{})
+	release = sync.OnceFunc(func() { close(ch) })
+	ps.t.Cleanup(release)
+	hook := func(w http.ResponseWriter, r *http.Request) bool {
+		if r.Method == "GET" && r.URL.Path == "/admin/reviews/"+id {
+			select {
+			case <-ch:
+			case <-r.Context().Done():
+			}
+		}
+		return false
+	}
+	ps.hook.Store(&hook)
+	return release
+}
+
+// failDetail answers the page's later requests for item id with the
+// review store's 503. It replaces any hook set before.
+func (ps *pageSite) failDetail(id string) {
+	hook := func(w http.ResponseWriter, r *http.Request) bool {
+		if r.Method == "GET" && r.URL.Path == "/admin/reviews/"+id {
+			writeError(w, errStoreDown)
+			return true
+		}
+		return false
+	}
+	ps.hook.Store(&hook)
+}
+
 // openAsAnn opens the page with the admin key, waits until it shows item
 // id, and types the reviewer name ann: where each test that acts on an
 // item through the page starts.

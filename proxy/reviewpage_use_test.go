@@ -8,7 +8,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"slices"
 	"strings"
 	"testing"
@@ -69,33 +68,7 @@ func TestReviewPageActsOnlyOnTheSelectedItem(t *testing.T) {
 	ps := newPageSite(t)
 	older := ps.needsReview(classifyReq)
 	newer := ps.needsReview(classifyReq)
-	release := make(chan struct{})
-	failNewer := make(chan struct{})
-	hook := func(w http.ResponseWriter, r *http.Request) bool {
-		switch {
-		case r.Method == "GET" && r.URL.Path == "/admin/reviews/"+older:
-			select {
-			case <-release:
-			case <-r.Context().Done():
-			}
-		case r.Method == "GET" && r.URL.Path == "/admin/reviews/"+newer:
-			select {
-			case <-failNewer:
-				writeError(w, errStoreDown)
-				return true
-			default:
-			}
-		}
-		return false
-	}
-	ps.hook.Store(&hook)
-	defer func() {
-		select {
-		case <-release:
-		default:
-			close(release)
-		}
-	}()
+	release := ps.holdDetail(older)
 	b := newBrowser(t)
 	b.openAsAnn(ps.ts.URL, newer)
 
@@ -114,12 +87,12 @@ func TestReviewPageActsOnlyOnTheSelectedItem(t *testing.T) {
 	if !evalJS[bool](b, `document.getElementById("reject").disabled && document.getElementById("rerun").disabled`) {
 		t.Fatalf("actions enabled for an item that is not the selected one: %s", b.dump())
 	}
-	close(release)
+	release()
 	b.until(titleIs(older) + ` && !document.getElementById("reject").disabled`)
 
 	// k selects the newer item, which fails to load: its error is shown,
 	// and nothing else is offered for action.
-	close(failNewer)
+	ps.failDetail(newer)
 	b.key("k")
 	b.until(`document.getElementById("error").textContent.includes("review store is unavailable")`)
 	b.key("r")
