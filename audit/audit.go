@@ -138,7 +138,7 @@ func New(sink SinkKind, path string) (Sink, error) {
 		if err != nil {
 			return nil, fmt.Errorf("audit file: %w", err)
 		}
-		return &writerSink{w: f, f: f}, nil
+		return &writerSink{w: f, f: f, torn: tornTail(f, path)}, nil
 	}
 	return nil, fmt.Errorf("unknown audit sink %q", sink)
 }
@@ -150,6 +150,47 @@ type writerSink struct {
 	mu sync.Mutex
 	w  io.Writer
 	f  *os.File
+	// torn: the destination ends in part of a line, without its newline
+	// (a write cut short by a full disk, or a file found so at open): the
+	// next line starts with a newline of its own, or it would be glued to
+	// that part and be unreadable too, although it was written whole.
+	torn bool
+}
+
+// tornTail reports whether f, opened from path, is a regular file that is
+// not empty and does not end with a newline (a process before this one
+// was cut off mid-line). A tail that cannot be read counts as torn: a line
+// started on a line of its own costs at most an empty line.
+func tornTail(f *os.File, path string) bool {
+	fi, err := f.Stat()
+	if err != nil || !fi.Mode().IsRegular() || fi.Size() == 0 {
+		return false
+	}
+	r, err := os.Open(path)
+	if err != nil {
+		return true
+	}
+	defer r.Close()
+	var last [1]byte
+	if _, err := r.ReadAt(last[:], fi.Size()-1); err != nil {
+		return true
+	}
+	return last[0] != '\n'
+}
+
+// writeLine writes b, one line ending in a newline, with one write; s.mu
+// is held.
+func (s *writerSink) writeLine(b []byte) error {
+	if s.torn {
+		b = append([]byte{'\n'}, b...) // rare: no pooled buffer for it
+	}
+	n, err := s.w.Write(b)
+	if err == nil {
+		s.torn = false
+	} else if n > 0 {
+		s.torn = n < len(b)
+	}
+	return err
 }
 
 // lineBuffers hold events being encoded, reused across events.
@@ -169,8 +210,7 @@ func (s *writerSink) Write(ev *Event) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	_, err = s.w.Write(b) // one write per line: O_APPEND keeps lines whole
-	return err
+	return s.writeLine(b) // one write per line: O_APPEND keeps lines whole
 }
 
 func (s *writerSink) Close() error {
@@ -210,8 +250,7 @@ func (s *writerSink) WriteResolved(ev *ResolvedEvent) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	_, err = s.w.Write(append(b, '\n'))
-	return err
+	return s.writeLine(append(b, '\n'))
 }
 
 type nopSink struct{}
