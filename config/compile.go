@@ -970,7 +970,7 @@ func optionalProperties(schema []byte) []string {
 				}
 				for _, name := range slices.Sorted(maps.Keys(props)) {
 					if !req[name] {
-						out = append(out, "#"+ptr+"/properties/"+pointerEscape(name))
+						out = append(out, "#"+ptr+"/properties/"+contracts.EscapePointerToken(name))
 					}
 				}
 			}
@@ -978,7 +978,7 @@ func optionalProperties(schema []byte) []string {
 				if k == "enum" || k == "const" || k == "default" || k == "examples" {
 					continue // values, not schemas
 				}
-				walk(ptr+"/"+pointerEscape(k), v[k])
+				walk(ptr+"/"+contracts.EscapePointerToken(k), v[k])
 			}
 		case []any:
 			for i, x := range v {
@@ -991,10 +991,6 @@ func optionalProperties(schema []byte) []string {
 		out = append(out[:5], "…")
 	}
 	return out
-}
-
-func pointerEscape(s string) string {
-	return strings.ReplaceAll(strings.ReplaceAll(s, "~", "~0"), "/", "~1")
 }
 
 // evidenceSources checks, for a route whose prompt has an input_schema,
