@@ -3,7 +3,6 @@ package policy
 import (
 	"encoding/json"
 	"strconv"
-	"unicode/utf8"
 )
 
 // describe names a decoded JSON value's type for messages.
@@ -23,24 +22,6 @@ func describe(v any) string {
 		return "an array"
 	}
 	return "an unsupported value"
-}
-
-// maxQuoted bounds how much of a value a message repeats, so one long value
-// cannot bloat a review.
-const maxQuoted = 64
-
-func quote(s string) string {
-	if utf8.RuneCountInString(s) <= maxQuoted {
-		return strconv.Quote(s)
-	}
-	n := 0
-	for i := range s {
-		if n == maxQuoted {
-			return strconv.Quote(s[:i]) + "…"
-		}
-		n++
-	}
-	return strconv.Quote(s)
 }
 
 func plural(n int, one, many string) string {

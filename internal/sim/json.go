@@ -9,7 +9,6 @@ import (
 	"reflect"
 	"slices"
 	"strconv"
-	"strings"
 )
 
 // orderKey is a hidden member of every decoded schema object that keeps the
@@ -310,14 +309,4 @@ func fromSchemaValue(v any) any {
 // reflect.DeepEqual is JSON equality (float64s compare with ==).
 func equalJSON(a, b any) bool {
 	return reflect.DeepEqual(plain(a), plain(b))
-}
-
-// pointer joins tokens into an RFC 6901 JSON Pointer.
-func pointer(tokens []string) string {
-	var sb strings.Builder
-	for _, t := range tokens {
-		sb.WriteByte('/')
-		sb.WriteString(strings.NewReplacer("~", "~0", "/", "~1").Replace(t))
-	}
-	return sb.String()
 }

@@ -11,7 +11,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/contractd/contractd/contracts"
 	"github.com/contractd/contractd/retry"
 )
 
@@ -357,21 +356,6 @@ func (s *Sim) instance(rng *rand.Rand, k *Contract, tc *textCtx) *instance {
 		}
 	}
 	return &instance{value: v, sites: g.sites, hints: k.hints, doc: k.doc, sources: tc.sources, text: tc}
-}
-
-// GenerateValid returns one valid instance of contract name's schema for a
-// request with these system and user messages, and its violations as
-// contractd would judge it (empty when the generator succeeded). For tests
-// and tools.
-func (s *Sim) GenerateValid(name string, seed uint64, system, user string) (string, []contracts.Violation, error) {
-	k := s.cat.Load().Named(name)
-	if k == nil {
-		return "", nil, fmt.Errorf("unknown contract %q", name)
-	}
-	tc := newTextCtx(system, user)
-	in := s.instance(rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), k, tc)
-	content := string(encodeJSON(in.value))
-	return content, k.check(content, subject(system, user, in.sources)), nil
 }
 
 func pickWeighted(rng *rand.Rand, w map[Mode]float64, ok func(Mode) bool) Mode {

@@ -180,11 +180,6 @@ func (t *textCtx) markdown(rng *rand.Rand) string {
 	return fmt.Sprintf("## Summary\n\n- %s is handled first.\n- %s follows in a separate step.\n", capFirst(a), capFirst(b))
 }
 
-func (t *textCtx) snake(rng *rand.Rand) string {
-	a, b := t.topic2(rng)
-	return snakeCase(a + " " + b)
-}
-
 func snakeCase(s string) string {
 	var sb strings.Builder
 	under := false

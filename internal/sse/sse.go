@@ -58,16 +58,15 @@ type Reader struct {
 	// MaxEvent bounds one event's data bytes.
 	MaxEvent int
 
-	started  bool // BOM checked
-	afterCR  bool // the last line ended with \r: skip one \n
-	lastID   string
-	retry    int
-	line     []byte
-	data     bytes.Buffer
-	typ      string
-	hasData  bool
-	err      error // sticky
-	comments int   // comment lines seen (for tests and diagnostics)
+	started bool // BOM checked
+	afterCR bool // the last line ended with \r: skip one \n
+	lastID  string
+	retry   int
+	line    []byte
+	data    bytes.Buffer
+	typ     string
+	hasData bool
+	err     error // sticky
 }
 
 // NewReader returns a Reader over r with the default bounds.
@@ -78,9 +77,6 @@ func NewReader(r io.Reader) *Reader {
 	}
 	return &Reader{br: br, MaxLine: DefaultMaxLine, MaxEvent: DefaultMaxEvent, retry: -1}
 }
-
-// Comments is the number of comment lines (":"-prefixed) read so far.
-func (r *Reader) Comments() int { return r.comments }
 
 // Next returns the next event. At the end of the stream it returns io.EOF
 // (a final event without its terminating blank line is dropped); a read
@@ -129,7 +125,6 @@ func (r *Reader) reset() {
 // field processes one non-empty line.
 func (r *Reader) field(line []byte) error {
 	if line[0] == ':' {
-		r.comments++
 		return nil
 	}
 	name, value := line, []byte(nil)
