@@ -14,11 +14,12 @@ import (
 
 // serve listens before it opens (and migrates) the review store, which it
 // does in the background: while the store is not open yet, /healthz and
-// /readyz answer 200 at once (SPEC §10: serve stays ready while the store
-// cannot be opened), needs_review items are spooled (stored: true) and
-// found there, the reviewer list answers 503 review_store_unavailable, and
-// once the store opens the spool moves in. Here another process holds the
-// database's lock, as a replica on the same host migrating it would.
+// /readyz answer 200 at once (a store that cannot be opened does not make
+// serve unready: the replica answers and spools), needs_review items are
+// spooled (stored: true) and found there, the reviewer list answers 503
+// review_store_unavailable, and once the store opens the spool moves in.
+// Here another process holds the database's lock, as a replica on the
+// same host migrating it would.
 // serve gives the open 2 s before it listens (a usual start answers with
 // the store open), then goes on without it.
 // Before, serve opened the store first and did not listen for as long as

@@ -29,7 +29,8 @@ const (
 )
 
 // clientSystemHint ends a client_system_not_allowed message: what the
-// route's config can say instead of reject (SPEC §2's client_system).
+// route's config can say instead of reject (the route's client_system key,
+// docs/config.md).
 const clientSystemHint = "the route's config can set client_system: drop to drop them instead"
 
 // StatusClientClosed is the status audited when the client left before

@@ -396,7 +396,8 @@ func (x *exchange) fail(ctx context.Context, w http.ResponseWriter, e *APIError,
 }
 
 // outcomePanic is the audit outcome of a request whose handling panicked.
-// SPEC's outcomes have none for contractd's own failure; rejected is the
+// The audit's outcomes (valid, needs_review, rejected, upstream_error,
+// passthrough) have none for contractd's own failure; rejected is the
 // closest: contractd gave no answer of its own, as with 503 server_busy,
 // while upstream_error would blame (and page about) an upstream that did
 // nothing wrong. The status (500) and error_code (internal_error) tell it
