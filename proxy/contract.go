@@ -188,7 +188,7 @@ func (s *Server) attempts(ctx context.Context, r *http.Request, x *exchange, p *
 				// input attempt 1 accepted.
 				x.logger().Warn("attempt not run: the shortened input cannot fill the route's prompt",
 					"route", route.Name, "attempt", n, "cause", aerr.Message)
-				return v, s.review(x, p, v, CodeContractViolation)
+				return v, s.needsReview(x, p, v, CodeContractViolation)
 			}
 			return nil, aerr
 		}
@@ -199,7 +199,7 @@ func (s *Server) attempts(ctx context.Context, r *http.Request, x *exchange, p *
 		}
 		if route.Budget.Exhausted(spent, ab.InputTokens, route.MaxOutputTokens) {
 			body.done()
-			return v, s.review(x, p, v, CodeBudgetExhausted)
+			return v, s.needsReview(x, p, v, CodeBudgetExhausted)
 		}
 		actx, done := s.Telemetry.StartAttempt(ctx, AttemptInfo{Route: route.Name, Model: route.Model, Attempt: n, Temperature: a.Temperature})
 		start := time.Now()
@@ -233,8 +233,7 @@ func (s *Server) attempts(ctx context.Context, r *http.Request, x *exchange, p *
 		}
 		v.usage = v.usage.Add(usage)
 
-		vctx, vdone := s.Telemetry.StartValidation(actx)
-		_ = vctx
+		_, vdone := s.Telemetry.StartValidation(actx)
 		subj := p.Subject
 		subj.SystemPrompt = ab.System
 		res := judge(route.Contract, comp, &subj)
@@ -267,7 +266,7 @@ func (s *Server) attempts(ctx context.Context, r *http.Request, x *exchange, p *
 			return v, nil
 		}
 	}
-	return v, s.review(x, p, v, CodeContractViolation)
+	return v, s.needsReview(x, p, v, CodeContractViolation)
 }
 
 // judge adds upstream violations (truncation, refusal) to the contract's
@@ -293,7 +292,10 @@ func judge(k *contracts.Contract, comp *Completion, subj *contracts.Subject) con
 	return res
 }
 
-func (s *Server) review(x *exchange, p *Prepared, v *verdict, code ErrorCode) *APIError {
+// needsReview is the 422 needs_review answer to the attempts in v, under
+// the request id as its review id. It only builds the error: contract
+// stores the review item (ReviewQueue.save) once attempts returns it.
+func (s *Server) needsReview(x *exchange, p *Prepared, v *verdict, code ErrorCode) *APIError {
 	k := p.Route.Contract
 	attempts := v.attempts
 	if attempts == nil {
