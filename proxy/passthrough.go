@@ -145,10 +145,7 @@ func (s *Server) newPassProxy() *httputil.ReverseProxy {
 type passTransport struct{ s *Server }
 
 func (t passTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	if rt := t.s.Caller.Client.Transport; rt != nil {
-		return rt.RoundTrip(r)
-	}
-	return http.DefaultTransport.RoundTrip(r)
+	return t.s.Caller.transport().RoundTrip(r)
 }
 
 func passRewrite(pr *httputil.ProxyRequest) {

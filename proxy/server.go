@@ -497,7 +497,7 @@ func (s *Server) serveRoute(w http.ResponseWriter, r *http.Request, e *edge, pat
 	name := pathName
 	if name == "" && !badPath {
 		if v, ok := obj.get("model"); ok && v.Kind() == '"' {
-			name = unquoteJSON(v)
+			name = stringValue(v) // a plain name is copied, not decoded by reflection
 		}
 	}
 	route := rt.Routes[name]

@@ -21,8 +21,7 @@ import (
 // server answered before the body was written), and closing a NopCloser
 // tells nothing. The buffer therefore goes back to the pool only when the
 // transport has provably finished reading it: the attempt handed out a
-// single reader (no second call, no GetBody for a transport retry or a
-// redirect) and the transport reported that reader's request written
+// single reader (no second call, no GetBody for a transport retry) and the transport reported that reader's request written
 // without error (httptrace WroteRequest, which net/http's HTTP/1 and
 // HTTP/2 transports report after the body's last read: a nil error means
 // the body was read to its end, so no later try can reuse that reader
@@ -86,9 +85,10 @@ func (u *upstreamBody) request(ctx context.Context) (context.Context, io.ReadClo
 	return ctx, io.NopCloser(bytes.NewReader(u.b))
 }
 
-// another is GetBody: a fresh reader of the same bytes, for a transport
-// retry or a redirect. It is called only during Client.Do, while the
-// attempt holds the body.
+// another is GetBody: a fresh reader of the same bytes, for the
+// transport's own retry on a connection that broke before the request
+// went out. It is called only during RoundTrip, while the attempt holds
+// the body.
 func (u *upstreamBody) another() (io.ReadCloser, error) {
 	u.readers.Add(1)
 	return io.NopCloser(bytes.NewReader(u.b)), nil

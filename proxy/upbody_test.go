@@ -135,24 +135,43 @@ func TestUpstreamBodyReusedOnceWritten(t *testing.T) {
 	}
 }
 
-// TestUpstreamBodyReadTwice: a 307 makes the client read the body again
+// rewinder sends each request twice, the second time with a body from
+// GetBody, as net/http's transport does when a reused connection broke
+// before the request went out; the first answer is dropped.
+type rewinder struct{ http.RoundTripper }
+
+func (t rewinder) RoundTrip(r *http.Request) (*http.Response, error) {
+	again := r.Clone(r.Context())
+	resp, err := t.RoundTripper.RoundTrip(r)
+	if err != nil {
+		return nil, err
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if again.Body, err = r.GetBody(); err != nil {
+		return nil, err
+	}
+	return t.RoundTripper.RoundTrip(again)
+}
+
+// TestUpstreamBodyReadTwice: a transport's rewind reads the body again
 // through GetBody, and an attempt's second call (after a 503) reads it
 // through a reader of its own; both requests carry the same bytes, and the
 // buffer is not reused (the first request's transport may still read it).
 func TestUpstreamBodyReadTwice(t *testing.T) {
+	busy := func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, `{"error":{"message":"busy"}}`, http.StatusServiceUnavailable)
+	}
 	for _, c := range []struct {
 		name string
 		// first answers the first request instead of the reply.
 		first      func(w http.ResponseWriter, r *http.Request)
+		rewind     bool // through rewinder
 		maxRetries int
 		tries      int
 	}{
-		{"redirect", func(w http.ResponseWriter, r *http.Request) {
-			http.Redirect(w, r, "/v2/chat/completions", http.StatusTemporaryRedirect)
-		}, 0, 1},
-		{"transport retry", func(w http.ResponseWriter, r *http.Request) {
-			http.Error(w, `{"error":{"message":"busy"}}`, http.StatusServiceUnavailable)
-		}, 1, 2},
+		{"transport rewind", busy, true, 0, 1},
+		{"transport retry", busy, false, 1, 2},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var mu sync.Mutex
@@ -174,6 +193,9 @@ func TestUpstreamBodyReadTwice(t *testing.T) {
 			caller := NewCaller(testKeys)
 			caller.Backoff = time.Millisecond
 			defer caller.Client.CloseIdleConnections()
+			if c.rewind {
+				caller.Client = &http.Client{Transport: rewinder{caller.Client.Transport}}
+			}
 			want := `{"model":"m","messages":[{"role":"user","content":"again"}]}`
 			body := newUpstreamBody()
 			body.b = append(body.b, want...)
@@ -191,6 +213,42 @@ func TestUpstreamBodyReadTwice(t *testing.T) {
 				t.Error("the buffer went back to the pool after the body was read twice")
 			}
 		})
+	}
+}
+
+// TestCallFollowsNoRedirect: a 3xx from the upstream is its answer, not a
+// pointer to follow: the call fails with that status at once (not
+// retried), and nothing reaches the location it names (a 301/302/303
+// would have turned the POST into a bodiless GET, a 307/308 sent the
+// prompt there again).
+func TestCallFollowsNoRedirect(t *testing.T) {
+	for _, code := range []int{301, 302, 303, 307, 308} {
+		var calls, elsewhere atomic.Int32
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			calls.Add(1)
+			if r.URL.Path != "/v1/chat/completions" {
+				elsewhere.Add(1)
+				_, _ = io.WriteString(w, upbodyReply)
+				return
+			}
+			http.Redirect(w, r, "/v2/chat/completions", code)
+		}))
+		c := NewCaller(testKeys)
+		u := &config.Upstream{Name: "u", BaseURL: srv.URL + "/v1", Timeout: 5 * time.Second, MaxRetries: 2}
+		comp, err := c.Call(context.Background(), u, []byte(`{"model":"m"}`), nil)
+		c.Client.CloseIdleConnections()
+		srv.Close()
+		var ue *UpstreamError
+		if !errors.As(err, &ue) || ue.Status != code || ue.Timeout {
+			t.Errorf("%d: call answered %+v, %v; want an UpstreamError with status %d", code, comp, err, code)
+			continue
+		}
+		if n, e := calls.Load(), elsewhere.Load(); n != 1 || e != 0 {
+			t.Errorf("%d: %d upstream calls, %d to the redirect's location; want 1 and 0", code, n, e)
+		}
+		if ae := ue.apiError("u"); ae.Status != http.StatusBadGateway || ae.Code != CodeUpstreamError {
+			t.Errorf("%d: the client would get %d %s", code, ae.Status, ae.Code)
+		}
 	}
 }
 
@@ -216,8 +274,8 @@ func TestCallFixedBody(t *testing.T) {
 
 // Each upstream call of a contract route goes out in one write: request
 // line, headers and body together, on both edges, for every attempt and
-// for transport retries and GetBody rewinds (net/http flushes the headers
-// on their own, a second syscall, unless it knows the body is in memory).
+// for transport retries (net/http flushes the headers on their own, a
+// second syscall, unless it knows the body is in memory).
 func TestContractSendsEachCallInOneWrite(t *testing.T) {
 	var calls, step atomic.Int32
 	h := newHarness(t, func(w http.ResponseWriter, r *http.Request, c *upCall) {
@@ -228,8 +286,8 @@ func TestContractSendsEachCallInOneWrite(t *testing.T) {
 			case 1: // a transport retry: a second call of the attempt
 				reply(w, 500, []byte(`{"error":{"message":"try again"}}`))
 				return
-			case 2: // a redirect: the client rewinds the body with GetBody
-				http.Redirect(w, r, "/v1/chat/completions?again=1", http.StatusTemporaryRedirect)
+			case 2: // and another: the attempt's third call
+				reply(w, 503, []byte(`{"error":{"message":"try again"}}`))
 				return
 			}
 		}
@@ -248,7 +306,7 @@ func TestContractSendsEachCallInOneWrite(t *testing.T) {
 		{"chat", "", `{"model":"free","messages":[{"role":"user","content":"plain ` + long + `"}]}`, 1},
 		{"responses", respPath, `{"model":"free","input":"plain ` + long + `"}`, 1},
 		{"second attempt", "", `{"model":"free","messages":[{"role":"user","content":"invalid-first ` + long + `"}]}`, 2},
-		{"transport retry and redirect", "", `{"model":"free","messages":[{"role":"user","content":"retry-me ` + long + `"}]}`, 3},
+		{"two transport retries", "", `{"model":"free","messages":[{"role":"user","content":"retry-me ` + long + `"}]}`, 3},
 		{"chat again", "", `{"model":"free","messages":[{"role":"user","content":"plain again ` + long + `"}]}`, 1},
 	} {
 		calls.Store(0)

@@ -94,6 +94,9 @@ type Completion struct {
 // Caller makes upstream calls. Safe for concurrent use; one per process so
 // keep-alive connections are pooled across reloads.
 type Caller struct {
+	// Client holds the transport upstream calls go through (its
+	// Transport; nil: http.DefaultTransport). Its own settings (redirects,
+	// Jar, Timeout) are not used: see transport.
 	Client *http.Client
 	// Keys resolves an upstream's API key (from its api_key_env).
 	Keys func(u *config.Upstream) string
@@ -208,9 +211,15 @@ func (c *Caller) once(ctx context.Context, u *config.Upstream, body *upstreamBod
 		h["Authorization"] = []string{"Bearer " + key}
 	}
 	otel.GetTextMapPropagator().Inject(ctx, propagation.HeaderCarrier(req.Header)) // W3C traceparent: the attempt span
-	resp, err := c.Client.Do(req)
+	resp, err := c.transport().RoundTrip(req)
+	if err == nil && resp == nil {
+		err = errNoResponse
+	}
 	if err != nil {
 		return nil, transportError(err, cctx), 0
+	}
+	if resp.Body == nil { // a RoundTripper may answer a nil body for an empty one (http.Client allows it too)
+		resp.Body = http.NoBody
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
@@ -249,6 +258,25 @@ func (c *Caller) once(ctx context.Context, u *config.Upstream, body *upstreamBod
 	comp.Status = resp.StatusCode
 	return comp, nil, 0
 }
+
+// transport is what upstream calls go through: the Client's transport,
+// called directly. http.Client.Do would add only what an API upstream
+// must not get: a redirect followed (a 301/302/303 turning the POST into
+// a GET without its body, a 307/308 sending the prompt again wherever the
+// reply points) and, for that, a copy of the request's headers on every
+// call. A 3xx is the upstream's answer like any other non-200: reported as
+// a 502 upstream_error, not retried, as passthrough routes relay it as
+// they get it and the webhook does not follow one either.
+func (c *Caller) transport() http.RoundTripper {
+	if rt := c.Client.Transport; rt != nil {
+		return rt
+	}
+	return http.DefaultTransport
+}
+
+// errNoResponse is a RoundTripper answering neither a response nor an
+// error (a broken transport; http.Client reports the same).
+var errNoResponse = errors.New("upstream transport returned no response and no error")
 
 func transportError(err error, ctx context.Context) *UpstreamError {
 	var ne net.Error
