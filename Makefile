@@ -22,6 +22,7 @@ build: deps
 # vet also refuses unformatted Go files: gofmt's output is the only layout.
 vet: deps
 	$(GO) vet ./...
+	cd e2e/openaigo && $(GO) vet ./...
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './e2e/node/*')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt -l: not formatted:"; echo "$$unformatted"; exit 1; fi
 
@@ -43,9 +44,13 @@ deps-test:
 
 # deploy/ is its own module (the Kubernetes libraries stay out of the
 # product's): its tests render the manifests and check them against the config.
+# e2e/openaigo is too (the official Go SDK, openai-go, stays out of it): the
+# binary driven by that SDK; its modules come through the module proxy as the
+# product's do.
 test-go: deps-test
 	$(GO) test -race -count=1 -timeout 15m ./...
 	cd deploy && $(GO) test -count=1 -timeout 10m ./...
+	cd e2e/openaigo && $(GO) test -count=1 -timeout 10m ./...
 
 test-e2e: build
 	@if [ -f e2e/node/package.json ]; then scripts/e2e-node.sh; fi

@@ -388,7 +388,8 @@ type responseItem struct {
 type responseUsage struct {
 	InputTokens        int `json:"input_tokens"`
 	InputTokensDetails struct {
-		CachedTokens int `json:"cached_tokens"`
+		CachedTokens     int `json:"cached_tokens"`
+		CacheWriteTokens int `json:"cache_write_tokens"`
 	} `json:"input_tokens_details"`
 	OutputTokens        int `json:"output_tokens"`
 	OutputTokensDetails struct {
@@ -397,6 +398,14 @@ type responseUsage struct {
 	TotalTokens int `json:"total_tokens"`
 }
 
+// responseObject is the Responses API's response. Besides id, object,
+// created_at, status, model, output, usage and contract it carries every member the official SDKs' Response type requires
+// (openai-go's decoder leaves a missing one at its zero value without a
+// word): instructions, metadata, temperature and top_p are null (the
+// route decides the temperature per attempt; the contract member and the
+// audit tell the attempts), parallel_tool_calls false, tool_choice "none"
+// and tools [] (a contract route refuses tools). access_programs, OpenAI's
+// own access program, is left out.
 type responseObject struct {
 	ID                string         `json:"id"`
 	Object            string         `json:"object"`
@@ -404,8 +413,15 @@ type responseObject struct {
 	Status            string         `json:"status"`
 	Error             *struct{}      `json:"error"`
 	IncompleteDetails *struct{}      `json:"incomplete_details"`
+	Instructions      *struct{}      `json:"instructions"`
+	Metadata          *struct{}      `json:"metadata"`
 	Model             string         `json:"model"`
 	Output            []responseItem `json:"output"`
+	ParallelToolCalls bool           `json:"parallel_tool_calls"`
+	Temperature       *struct{}      `json:"temperature"`
+	ToolChoice        string         `json:"tool_choice"`
+	Tools             []struct{}     `json:"tools"`
+	TopP              *struct{}      `json:"top_p"`
 	Usage             *responseUsage `json:"usage"`
 	Contract          *contractInfo  `json:"contract,omitempty"`
 }
@@ -418,7 +434,7 @@ func responseBody(v *verdict, route *config.Route, id string) responseObject {
 	}
 	ci := info(v, route, route.Contract)
 	return responseObject{ID: "resp_" + id, Object: "response", CreatedAt: created, Status: "completed",
-		Model: v.comp.Resp.Model,
+		Model: v.comp.Resp.Model, ToolChoice: "none", Tools: []struct{}{},
 		Output: []responseItem{{Type: "message", ID: "msg_" + id, Status: "completed", Role: "assistant",
 			Content: []responseContent{{Type: "output_text", Text: string(v.result.JSON), Annotations: []struct{}{}}}}},
 		Usage:    &responseUsage{InputTokens: v.usage.PromptTokens, OutputTokens: v.usage.CompletionTokens, TotalTokens: v.usage.TotalTokens},
