@@ -90,8 +90,12 @@ pids+=($!)
 waitfor 10 test -s "$tmp/upstream.addr" || { echo "e2e-node: the fake upstream did not start" >&2; exit 1; }
 upstream_url=$(cat "$tmp/upstream.addr")
 
-# The Go e2e suite's config, plus a passthrough route.
-sed "s|@UPSTREAM@|$upstream_url/v1|" e2e/testdata/contractd.yaml >"$tmp/contractd.yaml"
+# The Go e2e suite's config, plus a passthrough route, with 256 KiB of
+# max_inflight_bytes (helpers.test.mjs fills it to get a 503 server_busy).
+sed -e "s|@UPSTREAM@|$upstream_url/v1|" \
+  -e 's|^  api_keys_env: CONTRACTD_API_KEYS$|&\n  max_body_bytes: 262144\n  max_inflight_bytes: 262144|' \
+  e2e/testdata/contractd.yaml >"$tmp/contractd.yaml"
+grep -q '^  max_inflight_bytes: 262144$' "$tmp/contractd.yaml" || { echo "e2e-node: the config has no api_keys_env line to extend" >&2; exit 1; }
 cat >>"$tmp/contractd.yaml" <<EOF
   - name: raw
     upstream: fake
@@ -114,7 +118,7 @@ api=$(api_addr)
 echo "e2e-node: contractd on $api, fake upstream on $upstream_url"
 
 # 4. The tests (bounded: 30 s each, 3 min in all).
-run_tests=(node --test --test-concurrency=1 --test-reporter=spec --test-timeout=30000 test/sdk.test.mjs test/clients.test.mjs test/typed.test.mjs test/retries.test.mjs)
+run_tests=(node --test --test-concurrency=1 --test-reporter=spec --test-timeout=30000 test/sdk.test.mjs test/clients.test.mjs test/typed.test.mjs test/retries.test.mjs test/helpers.test.mjs)
 if command -v timeout >/dev/null; then
   run_tests=(timeout 180 "${run_tests[@]}")
 fi

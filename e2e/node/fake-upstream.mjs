@@ -5,6 +5,7 @@
 //
 //   fake-good  a valid sentiment object
 //   fake-bad   prose, never valid (every attempt fails: needs_review)
+//   fake-slow  the valid object after 2 s
 //
 // POST /v1/responses (a passthrough route's Responses call) answers a
 // response object, or three SSE events when the body asks to stream; with
@@ -107,6 +108,9 @@ const server = http.createServer((req, res) => {
         return;
       case 'fake-bad':
         send(res, 200, completion(body.model, BAD_CONTENT));
+        return;
+      case 'fake-slow':
+        setTimeout(() => send(res, 200, completion(body.model, GOOD_CONTENT)), 2000);
         return;
       default:
         send(res, 404, { error: { message: `unknown model ${body.model}`, type: 'invalid_request_error', code: 'model_not_found', param: null } });
