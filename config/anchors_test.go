@@ -3,12 +3,13 @@ package config
 import (
 	"flag"
 	"fmt"
-	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/contractd/contractd/internal/testkit/golden"
 )
 
 var updateGolden = flag.Bool("update", false, "rewrite the golden files under testdata")
@@ -26,42 +27,19 @@ func TestEnvInAnchors(t *testing.T) {
 	for k, v := range env {
 		t.Setenv(k, v)
 	}
-	files, err := filepath.Glob(filepath.Join("testdata", "env_anchors", "*.yaml"))
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no cases: %v", err)
-	}
-	for _, f := range files {
-		name := strings.TrimSuffix(filepath.Base(f), ".yaml")
-		t.Run(name, func(t *testing.T) {
-			raw, err := os.ReadFile(f)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var got strings.Builder
-			p, err := ParseBytes(filepath.Base(f), raw)
-			if err != nil {
-				fmt.Fprintf(&got, "problems:\n%v\n", err)
-			} else {
-				dumpValues(&got, "", reflect.ValueOf(p.File).Elem())
-			}
-			if strings.Contains(got.String(), env["ANCHOR_KEY"]) {
-				t.Errorf("the value of a variable an _env key names was printed:\n%s", got.String())
-			}
-			golden := strings.TrimSuffix(f, ".yaml") + ".golden"
-			if *updateGolden {
-				if err := os.WriteFile(golden, []byte(got.String()), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(golden)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got.String() != string(want) {
-				t.Errorf("%s:\ngot:\n%s\nwant (%s):\n%s", f, got.String(), golden, want)
-			}
-		})
-	}
+	golden.Each(t, filepath.Join("testdata", "env_anchors", "*.yaml"), func(t *testing.T, f string, raw []byte) {
+		var got strings.Builder
+		p, err := ParseBytes(filepath.Base(f), raw)
+		if err != nil {
+			fmt.Fprintf(&got, "problems:\n%v\n", err)
+		} else {
+			dumpValues(&got, "", reflect.ValueOf(p.File).Elem())
+		}
+		if strings.Contains(got.String(), env["ANCHOR_KEY"]) {
+			t.Errorf("the value of a variable an _env key names was printed:\n%s", got.String())
+		}
+		golden.Check(t, strings.TrimSuffix(f, ".yaml")+".golden", []byte(got.String()), *updateGolden, "-update")
+	})
 }
 
 // dumpValues writes every set value under v, one "path: value" line each,

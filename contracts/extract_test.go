@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
-	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -13,6 +12,8 @@ import (
 
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/contractd/contractd/internal/testkit/golden"
 )
 
 // A package-unique flag name: other test files in this package may define
@@ -293,53 +294,29 @@ func TestScanObjects(t *testing.T) {
 // Golden files: each testdata/extract/NAME.txt is extracted in every mode
 // (without a declared "text" property) and compared with NAME.golden.json.
 func TestExtractGolden(t *testing.T) {
-	inputs, err := filepath.Glob(filepath.Join("testdata", "extract", "*.txt"))
-	if err != nil || len(inputs) == 0 {
-		t.Fatalf("no golden inputs: %v", err)
-	}
 	type result struct {
 		JSON       *string     `json:"json"`
 		Violations []Violation `json:"violations"`
 	}
-	for _, in := range inputs {
-		name := strings.TrimSuffix(filepath.Base(in), ".txt")
-		t.Run(name, func(t *testing.T) {
-			content, err := os.ReadFile(in)
-			if err != nil {
-				t.Fatal(err)
+	golden.Each(t, filepath.Join("testdata", "extract", "*.txt"), func(t *testing.T, in string, content []byte) {
+		got := map[Mode]result{}
+		for _, m := range extractModes {
+			ex, vs := Extract(string(content), m, Limits{MaxBytes: 65536}, false)
+			checkExtracted(t, string(content), m, ex, vs)
+			r := result{Violations: vs}
+			if vs == nil {
+				s := string(ex.JSON)
+				r.JSON = &s
 			}
-			got := map[Mode]result{}
-			for _, m := range extractModes {
-				ex, vs := Extract(string(content), m, Limits{MaxBytes: 65536}, false)
-				checkExtracted(t, string(content), m, ex, vs)
-				r := result{Violations: vs}
-				if vs == nil {
-					s := string(ex.JSON)
-					r.JSON = &s
-				}
-				got[m] = r
-			}
-			b, err := json.MarshalIndent(got, "", "  ")
-			if err != nil {
-				t.Fatal(err)
-			}
-			b = append(b, '\n')
-			golden := strings.TrimSuffix(in, ".txt") + ".golden.json"
-			if *updateExtractGolden {
-				if err := os.WriteFile(golden, b, 0o644); err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			want, err := os.ReadFile(golden)
-			if err != nil {
-				t.Fatalf("%v (run with -update-extract)", err)
-			}
-			if !bytes.Equal(b, want) {
-				t.Errorf("%s differs from the golden file:\n%s", name, b)
-			}
-		})
-	}
+			got[m] = r
+		}
+		b, err := json.MarshalIndent(got, "", "  ")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b = append(b, '\n')
+		golden.Check(t, strings.TrimSuffix(in, ".txt")+".golden.json", b, *updateExtractGolden, "-update-extract")
+	})
 }
 
 // A ~1.5 KB nested object, the size of a typical classification reply.

@@ -7,7 +7,6 @@ package proxy
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"flag"
@@ -15,7 +14,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -25,6 +23,7 @@ import (
 	"github.com/contractd/contractd/config"
 	"github.com/contractd/contractd/contracts"
 	"github.com/contractd/contractd/internal/testkit"
+	"github.com/contractd/contractd/internal/testkit/golden"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/golden")
@@ -521,23 +520,7 @@ func templateData(in any) contracts.TemplateData { return contracts.TemplateData
 // checkGolden compares got with testdata/golden/name (rewritten by -update).
 func checkGolden(t *testing.T, name string, got []byte) {
 	t.Helper()
-	path := filepath.Join("testdata", "golden", name)
-	if *update {
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("golden %s: %v (run with -update)", path, err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs from golden:\n got %s\nwant %s", name, got, want)
-	}
+	golden.Check(t, filepath.Join("testdata", "golden", name), got, *update, "-update")
 }
 
 // --------------------------------------------------------------------- SSE

@@ -10,7 +10,8 @@
 // workers that repeat a call until stopped, and small request helpers.
 //
 // It lives in non-_test files only so that other packages' tests can
-// import it. Only _test.go files may import it; TestOnlyTestsImport keeps
-// it that way. It must never import proxy or telemetry: proxy's own
+// import it. Only _test.go files may import it or its subpackages (golden:
+// golden files, for packages testkit imports too); TestOnlyTestsImport
+// keeps it that way. It must never import proxy or telemetry: proxy's own
 // (package proxy) tests import it, and that would be an import cycle.
 package testkit

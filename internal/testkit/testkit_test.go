@@ -153,7 +153,7 @@ func TestOr(t *testing.T) {
 }
 
 // TestOnlyTestsImport: testkit is test support; no non-test file of the
-// module may import it.
+// module may import it or its subpackages.
 func TestOnlyTestsImport(t *testing.T) {
 	root, err := filepath.Abs(filepath.Join("..", ".."))
 	if err != nil {
@@ -174,7 +174,7 @@ func TestOnlyTestsImport(t *testing.T) {
 			}
 			return nil
 		}
-		if !strings.HasSuffix(p, ".go") || strings.HasSuffix(p, "_test.go") || filepath.Dir(p) == filepath.Join(root, "internal", "testkit") {
+		if !strings.HasSuffix(p, ".go") || strings.HasSuffix(p, "_test.go") || strings.HasPrefix(p, filepath.Join(root, "internal", "testkit")+string(filepath.Separator)) {
 			return nil
 		}
 		f, err := parser.ParseFile(fset, p, nil, parser.ImportsOnly)
@@ -182,8 +182,8 @@ func TestOnlyTestsImport(t *testing.T) {
 			return err
 		}
 		for _, imp := range f.Imports {
-			if path, _ := strconv.Unquote(imp.Path.Value); path == self {
-				t.Errorf("%s imports %s: only tests may", p, self)
+			if path, _ := strconv.Unquote(imp.Path.Value); path == self || strings.HasPrefix(path, self+"/") {
+				t.Errorf("%s imports %s: only tests may", p, path)
 			}
 		}
 		return nil
