@@ -164,6 +164,24 @@ func TestResponses(t *testing.T) {
 		assertNeedsReview(t, stream.Err())
 	})
 
+	// contractd keeps nothing for later turns: a response, stored or not,
+	// cannot be retrieved or deleted by its id.
+	t.Run("retrieve and delete by id", func(t *testing.T) {
+		first, err := client.Responses.New(ctx20(t), responseParams(goodRoute))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = client.Responses.Get(ctx20(t), first.ID, responses.ResponseGetParams{})
+		var e *openai.Error
+		if !errors.As(err, &e) || e.StatusCode != 404 || e.Type != "invalid_request_error" || e.Code != "not_found" {
+			t.Errorf("Get: %v, want 404 not_found", err)
+		}
+		err = client.Responses.Delete(ctx20(t), first.ID)
+		if !errors.As(err, &e) || e.StatusCode != 404 || e.Code != "not_found" {
+			t.Errorf("Delete: %v, want 404 not_found", err)
+		}
+	})
+
 	// contractd keeps nothing for later turns, so a follow-up by
 	// previous_response_id is refused, naming the parameter.
 	t.Run("previous_response_id", func(t *testing.T) {
