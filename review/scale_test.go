@@ -164,11 +164,14 @@ func TestSQLiteOtherPlans(t *testing.T) {
 		{Status: StatusApproved},
 		{Status: StatusApproved, Since: since},
 		{Status: StatusApproved, Route: "route-3", Since: since},
+		{Status: StatusPending},
+		{Status: StatusPending, Route: "route-3", Since: since},
 	} {
+		name := fmt.Sprintf("export/%s,route=%q,since=%v", f.Status, f.Route, !f.Since.IsZero())
 		q, args := exportQuery(f, nil, exportPage)
-		cases[fmt.Sprintf("export/route=%q,since=%v", f.Route, !f.Since.IsZero())] = query{q, args}
+		cases[name] = query{q, args}
 		q, args = exportQuery(f, &exportCursor{at: since.Add(30 * time.Minute).UnixNano(), id: "it000004000"}, exportPage)
-		cases[fmt.Sprintf("export/route=%q,since=%v/next", f.Route, !f.Since.IsZero())] = query{q, args}
+		cases[name+"/next"] = query{q, args}
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -375,8 +375,16 @@ const (
 	sqlInsertItem = `INSERT INTO reviews (id, status, created_ns, route, prompt_name, prompt_sha,
 		contract_name, contract_sha, key_id, input, request, attempts, dedupe_key, dedupe_until_ns, dedupe_answer)
 		VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT (id) DO NOTHING`
+	// sqlRecentDedupe reads reviews_status once per status from since on
+	// and merges the three in creation order (migration 0009 dropped the
+	// index by creation time alone; TestSQLiteOtherPlans).
 	sqlRecentDedupe = `SELECT id, created_ns, dedupe_key, dedupe_until_ns, dedupe_answer FROM reviews
-		WHERE created_ns >= ? AND dedupe_key IS NOT NULL AND dedupe_until_ns > ? ORDER BY created_ns, id LIMIT ?`
+		WHERE status = 'pending' AND created_ns >= ?1 AND dedupe_key IS NOT NULL AND dedupe_until_ns > ?2
+		UNION ALL SELECT id, created_ns, dedupe_key, dedupe_until_ns, dedupe_answer FROM reviews
+		WHERE status = 'approved' AND created_ns >= ?1 AND dedupe_key IS NOT NULL AND dedupe_until_ns > ?2
+		UNION ALL SELECT id, created_ns, dedupe_key, dedupe_until_ns, dedupe_answer FROM reviews
+		WHERE status = 'rejected' AND created_ns >= ?1 AND dedupe_key IS NOT NULL AND dedupe_until_ns > ?2
+		ORDER BY created_ns, id LIMIT ?3`
 	sqlInsertRule = `INSERT INTO review_rules (review_id, rule, created_ns, status, route, contract_name) VALUES (?,?,?,'pending',?,?) ON CONFLICT DO NOTHING`
 
 	// The multi-row insert (execRows): head, then one row per item. OR
@@ -689,11 +697,50 @@ func (s *SQLite) List(ctx context.Context, f Filter) ([]*Item, string, error) {
 
 // listQuery is List's SQL for a checked filter: every combination of
 // filters is served by an index in newest-first order (TestSQLiteListPlans).
+// Without a status (and without a contract alone, which reviews_contract
+// serves), it reads the index that also holds the status once per status
+// and merges the three reads in order (a compound SELECT: SQLite merges
+// its arms, each read in its index's order, and stops at the limit): an
+// index by creation time, route or rule without the status would be one
+// more b-tree every new item is written into (migration 0009).
 func listQuery(f Filter) (string, []any, error) {
+	var ns int64
+	var id string
+	if f.Cursor != "" {
+		var err error
+		if ns, id, err = decodeCursor(f.Cursor); err != nil {
+			return "", nil, err
+		}
+	}
+	var q string
+	var args []any
+	if f.Status == "" && (f.Rule != "" || f.Contract == "") {
+		for i, st := range []Status{StatusPending, StatusApproved, StatusRejected} {
+			g := f
+			g.Status = st
+			arm, a := listSelect(g, ns, id)
+			if i > 0 {
+				q += ` UNION ALL `
+			}
+			q += arm
+			args = append(args, a...)
+		}
+	} else {
+		q, args = listSelect(f, ns, id)
+	}
+	q += ` ORDER BY created_ns DESC, id DESC LIMIT ?`
+	args = append(args, f.Limit+1)
+	return q, args, nil
+}
+
+// listSelect is listQuery's SELECT for one reading of an index, without
+// its order and limit; with a cursor, the items after (ns, id).
+func listSelect(f Filter, ns int64, id string) (string, []any) {
 	var where []string
 	var args []any
 	from := `reviews r`
-	// order names the columns the newest-first order and the cursor use.
+	// The newest-first order and the cursor use these columns, selected
+	// as id and created_ns.
 	order := [2]string{"r.created_ns", "r.id"}
 	col := func(c string) string { return "r." + c }
 	if f.Rule != "" {
@@ -720,23 +767,28 @@ func listQuery(f Filter) (string, []any, error) {
 		args = append(args, f.Contract)
 	}
 	if f.Cursor != "" {
-		ns, id, err := decodeCursor(f.Cursor)
-		if err != nil {
-			return "", nil, err
-		}
 		// A row value, not (a < ? OR (a = ? AND b < ?)): SQLite seeks the
 		// index to a row value but reads the OR form from the newest
 		// entry on, so a page deep in a million items read all before it.
 		where = append(where, `(`+order[0]+`, `+order[1]+`) < (?, ?)`)
 		args = append(args, ns, id)
 	}
-	q := `SELECT r.` + strings.ReplaceAll(itemColumns, ", ", ", r.") + ` FROM ` + from
+	cols := strings.Split(itemColumns, ", ")
+	for i, c := range cols {
+		switch c {
+		case "id":
+			cols[i] = order[1] + ` AS id`
+		case "created_ns":
+			cols[i] = order[0] + ` AS created_ns`
+		default:
+			cols[i] = "r." + c
+		}
+	}
+	q := `SELECT ` + strings.Join(cols, ", ") + ` FROM ` + from
 	if len(where) > 0 {
 		q += ` WHERE ` + strings.Join(where, ` AND `)
 	}
-	q += ` ORDER BY ` + order[0] + ` DESC, ` + order[1] + ` DESC LIMIT ?`
-	args = append(args, f.Limit+1)
-	return q, args, nil
+	return q, args
 }
 
 func (s *SQLite) Resolve(ctx context.Context, id string, r Resolve) (*Item, error) {
@@ -861,12 +913,22 @@ func sqliteExport(ctx context.Context, db *sql.DB, page int, f ExportFilter, fn 
 
 // exportQuery is Export's SQL for one page after c (nil: the first). With
 // a status (export is for resolved items) it reads one index in its order
-// (TestSQLiteListPlans).
+// (TestSQLiteOtherPlans): a resolved item's resolution time is resolved_ns
+// (reviews_status_done holds resolved items only), a pending item's is
+// created_ns (reviews_status).
 func exportQuery(f ExportFilter, c *exportCursor, limit int) (string, []any) {
+	at := `COALESCE(resolved_ns, created_ns)`
 	var where []string
 	var args []any
-	if f.Status != "" {
+	switch f.Status {
+	case "":
+	case StatusPending:
+		at = `created_ns`
 		where = append(where, `status = ?`)
+		args = append(args, string(f.Status))
+	default:
+		at = `resolved_ns`
+		where = append(where, `status = ?`, `resolved_ns IS NOT NULL`)
 		args = append(args, string(f.Status))
 	}
 	if f.Route != "" {
@@ -874,18 +936,18 @@ func exportQuery(f ExportFilter, c *exportCursor, limit int) (string, []any) {
 		args = append(args, f.Route)
 	}
 	if !f.Since.IsZero() {
-		where = append(where, `COALESCE(resolved_ns, created_ns) >= ?`)
+		where = append(where, at+` >= ?`)
 		args = append(args, f.Since.UnixNano())
 	}
 	if c != nil {
-		where = append(where, `(COALESCE(resolved_ns, created_ns), id) < (?, ?)`)
+		where = append(where, `(`+at+`, id) < (?, ?)`)
 		args = append(args, c.at, c.id)
 	}
 	q := `SELECT ` + itemColumns + ` FROM reviews`
 	if len(where) > 0 {
 		q += ` WHERE ` + strings.Join(where, ` AND `)
 	}
-	q += ` ORDER BY COALESCE(resolved_ns, created_ns) DESC, id DESC LIMIT ?`
+	q += ` ORDER BY ` + at + ` DESC, id DESC LIMIT ?`
 	args = append(args, limit)
 	return q, args
 }
@@ -930,11 +992,12 @@ func (s *SQLite) deleteBatch(ctx context.Context, query string, args ...any) (in
 // lock for a few ms on a loaded 2-core machine.
 const retentionBatch = 500
 
-// sqlRetention deletes one batch of a status's expired items, oldest first,
-// found by reviews_status_done in its order (TestSQLiteOtherPlans).
+// sqlRetention deletes one batch of a resolved status's expired items,
+// oldest first, found by reviews_status_done in its order
+// (TestSQLiteOtherPlans).
 const sqlRetention = `DELETE FROM reviews WHERE rowid IN (SELECT rowid FROM reviews
-	WHERE status = ? AND COALESCE(resolved_ns, created_ns) < ?
-	ORDER BY COALESCE(resolved_ns, created_ns), id LIMIT ?)`
+	WHERE status = ? AND resolved_ns < ?
+	ORDER BY resolved_ns, id LIMIT ?)`
 
 // DeleteDeliveriesBefore deletes in batches of retentionBatch deliveries,
 // each its own transaction on the writer, as DeleteResolvedBefore does.
@@ -982,8 +1045,8 @@ func (s *SQLite) FinishDelivery(ctx context.Context, id string, done bool, retry
 	return err
 }
 
-// RecentDedupe reads reviews_created from since on; only items with a
-// key carry a window.
+// RecentDedupe reads reviews_status from since on, once per status
+// (sqlRecentDedupe); only items with a key carry a window.
 func (s *SQLite) RecentDedupe(ctx context.Context, since, now time.Time, limit int) ([]DedupeRecord, error) {
 	rows, err := s.recentDedupe.QueryContext(ctx, since.UnixNano(), now.UnixNano(), limit)
 	if err != nil {

@@ -219,6 +219,81 @@ var behaviours = []struct {
 		must(t, err)
 		eq(t, "rule page 2", ids(items), []string{"a2"})
 	}},
+	{"lists, exports and the dedupe poll keep their order across statuses", func(t *testing.T, s review.Store) {
+		// Nine items one second apart whose statuses interleave
+		// (pending, approved, rejected, ...), two routes, all with rule
+		// "required" and every third also "enum": each filter without a
+		// status, read whole and a page of 2 at a time, gives its matches
+		// newest first, whatever their status.
+		var all []string
+		for i := range 9 {
+			id := fmt.Sprintf("m%d", i)
+			rules := []string{"required"}
+			if i%3 == 0 {
+				rules = append(rules, "enum")
+			}
+			it := NewItem(id, []string{"a", "b"}[i%2], base.Add(time.Duration(i)*time.Second), rules...)
+			it.Dedupe = &review.Dedupe{Key: id, Until: base.Add(time.Hour), Answer: json.RawMessage(`{}`)}
+			create(t, s, it)
+			all = append([]string{id}, all...)
+		}
+		for i := range 9 {
+			r := approve(base.Add(time.Hour - time.Duration(i)*time.Second))
+			switch i % 3 {
+			case 0:
+				continue
+			case 2:
+				r.Status = review.StatusRejected
+			}
+			_, err := s.Resolve(ctx(), fmt.Sprintf("m%d", i), r)
+			must(t, err)
+		}
+		for _, c := range []struct {
+			f    review.Filter
+			want []string
+		}{
+			{review.Filter{}, all},
+			{review.Filter{Route: "a"}, []string{"m8", "m6", "m4", "m2", "m0"}},
+			{review.Filter{Rule: "required"}, all},
+			{review.Filter{Rule: "enum"}, []string{"m6", "m3", "m0"}},
+			{review.Filter{Rule: "required", Route: "b"}, []string{"m7", "m5", "m3", "m1"}},
+		} {
+			items, _, err := s.List(ctx(), c.f)
+			must(t, err)
+			eq(t, fmt.Sprintf("%+v", c.f), ids(items), c.want)
+			f, paged := c.f, []string{}
+			f.Limit = 2
+			for range 10 {
+				items, next, err := s.List(ctx(), f)
+				must(t, err)
+				paged = append(paged, ids(items)...)
+				if next == "" {
+					break
+				}
+				f.Cursor = next
+			}
+			eq(t, fmt.Sprintf("%+v by pages of 2", c.f), paged, c.want)
+		}
+		var got []string
+		must(t, s.Export(ctx(), review.ExportFilter{Status: review.StatusPending}, func(it *review.Item) error {
+			got = append(got, it.ID)
+			return nil
+		}))
+		eq(t, "pending export", got, []string{"m6", "m3", "m0"})
+		got = nil
+		must(t, s.Export(ctx(), review.ExportFilter{Status: review.StatusRejected, Since: base.Add(time.Hour - 5*time.Second)}, func(it *review.Item) error {
+			got = append(got, it.ID)
+			return nil
+		}))
+		eq(t, "rejected export, latest resolution first", got, []string{"m2", "m5"})
+		recs, err := s.RecentDedupe(ctx(), base.Add(2*time.Second), base, 4)
+		must(t, err)
+		got = nil
+		for _, r := range recs {
+			got = append(got, r.ID)
+		}
+		eq(t, "dedupe poll, oldest first", got, []string{"m2", "m3", "m4", "m5"})
+	}},
 	{"resolve approves once; the second is ErrAlreadyResolved and changes nothing", func(t *testing.T, s review.Store) {
 		create(t, s, NewItem("r1", "a", base))
 		at := base.Add(time.Hour)
