@@ -46,18 +46,23 @@ func TestAuditLineAfterFullDiskIsWhole(t *testing.T) {
 		}
 		return fi.Size()
 	}
-	// fill leaves room for 100 bytes more in the file: the next line is cut.
-	fill := func() {
+	// fileSizeLimit sets the daemon's soft limit on the size of a file it
+	// writes (RLIMIT_FSIZE) to cur, at most its hard limit, which stays.
+	fileSizeLimit := func(cur uint64) {
 		t.Helper()
-		lim := unix.Rlimit{Cur: uint64(size() + 100), Max: unix.RLIM_INFINITY}
-		var old unix.Rlimit
-		if err := unix.Prlimit(d.cmd.Process.Pid, unix.RLIMIT_FSIZE, nil, &old); err != nil {
+		var lim unix.Rlimit
+		if err := unix.Prlimit(d.cmd.Process.Pid, unix.RLIMIT_FSIZE, nil, &lim); err != nil {
 			t.Fatal(err)
 		}
-		lim.Max = old.Max
+		lim.Cur = min(cur, lim.Max)
 		if err := unix.Prlimit(d.cmd.Process.Pid, unix.RLIMIT_FSIZE, &lim, nil); err != nil {
 			t.Fatal(err)
 		}
+	}
+	// fill leaves room for 100 bytes more in the file: the next line is cut.
+	fill := func() {
+		t.Helper()
+		fileSizeLimit(uint64(size() + 100))
 		before := size()
 		ok("The disk is full now.")
 		if got := size(); got != before+100 {
@@ -66,14 +71,7 @@ func TestAuditLineAfterFullDiskIsWhole(t *testing.T) {
 	}
 	free := func() {
 		t.Helper()
-		var lim unix.Rlimit
-		if err := unix.Prlimit(d.cmd.Process.Pid, unix.RLIMIT_FSIZE, nil, &lim); err != nil {
-			t.Fatal(err)
-		}
-		lim.Cur = lim.Max
-		if err := unix.Prlimit(d.cmd.Process.Pid, unix.RLIMIT_FSIZE, &lim, nil); err != nil {
-			t.Fatal(err)
-		}
+		fileSizeLimit(unix.RLIM_INFINITY)
 	}
 	lineOf := func(id string) map[string]any {
 		t.Helper()
