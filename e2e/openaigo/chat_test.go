@@ -34,7 +34,7 @@ func jsonSchemaFormat(schema map[string]any) openai.ChatCompletionNewParamsRespo
 // response_format and streamed, decodes contractd's answers into its types.
 func TestChatCompletions(t *testing.T) {
 	t.Parallel()
-	s := serve(t, "", "")
+	s := serve(t, "", "  - name: raw\n    upstream: fake\n    model: fake-raw\n    passthrough: true\n")
 	var x exchanges
 	client := s.client(x.middleware(), option.WithHeader("Idempotency-Key", "idem-chat-1"))
 
@@ -140,6 +140,31 @@ func TestChatCompletions(t *testing.T) {
 		}
 		if chunks < 3 {
 			t.Errorf("%d chunks, want role, content, finish and usage", chunks)
+		}
+	})
+
+	// A passthrough route relays the upstream's stream; the SDK reads it
+	// as from OpenAI.
+	t.Run("passthrough stream", func(t *testing.T) {
+		p := chatParams("raw")
+		p.Messages = []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hi")}
+		stream := client.Chat.Completions.NewStreaming(ctx20(t), p)
+		defer stream.Close()
+		var acc openai.ChatCompletionAccumulator
+		for stream.Next() {
+			if !acc.AddChunk(stream.Current()) {
+				t.Fatalf("the accumulator refused %s", stream.Current().RawJSON())
+			}
+		}
+		if err := stream.Err(); err != nil {
+			t.Fatalf("stream: %v", err)
+		}
+		if len(acc.Choices) != 1 || acc.Choices[0].Message.Content != "raw text" || acc.Choices[0].FinishReason != "stop" {
+			t.Fatalf("accumulated %+v", acc.Choices)
+		}
+		last := s.up.Calls()[len(s.up.Calls())-1]
+		if last.JSON["model"] != "fake-raw" || last.JSON["stream"] != true || last.Header.Get("Authorization") != "Bearer "+upstreamKey {
+			t.Errorf("upstream got model %v stream %v auth %q", last.JSON["model"], last.JSON["stream"], last.Header.Get("Authorization"))
 		}
 	})
 

@@ -74,6 +74,15 @@ func upstream(t *testing.T) *testkit.Upstream {
 	return testkit.NewUpstream(t, func(w http.ResponseWriter, r *http.Request, c *testkit.Call) {
 		model, _ := c.JSON["model"].(string)
 		content := "Sure! The sentiment is positive, I think."
+		if model == "fake-raw" && c.JSON["stream"] == true { // a passthrough stream
+			w.Header().Set("Content-Type", "text/event-stream")
+			for _, d := range []string{`{"role":"assistant","content":""}`, `{"content":"raw "}`, `{"content":"text"}`} {
+				fmt.Fprintf(w, "data: {\"id\":\"chatcmpl-raw\",\"object\":\"chat.completion.chunk\",\"created\":1700000000,\"model\":\"fake-raw-2024-01-01\",\"choices\":[{\"index\":0,\"delta\":%s,\"finish_reason\":null}]}\n\n", d)
+				w.(http.Flusher).Flush()
+			}
+			fmt.Fprint(w, "data: {\"id\":\"chatcmpl-raw\",\"object\":\"chat.completion.chunk\",\"created\":1700000000,\"model\":\"fake-raw-2024-01-01\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n")
+			return
+		}
 		switch model {
 		case "fake-500":
 			testkit.Reply(w, http.StatusInternalServerError, []byte(`{"error":{"message":"boom","type":"server_error","code":null,"param":null}}`))
@@ -87,6 +96,8 @@ func upstream(t *testing.T) *testkit.Upstream {
 			content = goodContent
 		case "fake-good":
 			content = goodContent
+		case "fake-raw":
+			content = "raw text"
 		}
 		testkit.Reply(w, http.StatusOK, testkit.Completion{ID: "chatcmpl-fake", Model: model + "-2024-01-01",
 			Content: content, PromptTokens: 50, CompletionTokens: 10}.JSON())
