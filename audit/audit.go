@@ -6,11 +6,13 @@
 // O_APPEND descriptor before the request's response completes, so a clean
 // shutdown or a crash of contractd loses nothing; it does not fsync per
 // event (a power loss may lose the last events the OS had not flushed).
-// Close fsyncs.
+// Close fsyncs. A line that waited BlockedAfter for the sink, held by an
+// earlier write that has not returned, is not written (ErrBlocked).
 package audit
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -130,7 +132,7 @@ type Sink interface {
 func New(sink SinkKind, path string) (Sink, error) {
 	switch sink {
 	case "", SinkStdout:
-		return &writerSink{w: os.Stdout}, nil
+		return newWriterSink(os.Stdout, nil, false), nil
 	case SinkNone:
 		return nopSink{}, nil
 	case SinkFile:
@@ -138,18 +140,37 @@ func New(sink SinkKind, path string) (Sink, error) {
 		if err != nil {
 			return nil, fmt.Errorf("audit file: %w", err)
 		}
-		return &writerSink{w: f, f: f, torn: tornTail(f, path)}, nil
+		return newWriterSink(f, f, tornTail(f, path)), nil
 	}
 	return nil, fmt.Errorf("unknown audit sink %q", sink)
 }
 
 // NewWriter is a sink writing lines to w (tests, custom destinations).
-func NewWriter(w io.Writer) Sink { return &writerSink{w: w} }
+func NewWriter(w io.Writer) Sink { return newWriterSink(w, nil, false) }
+
+// BlockedAfter bounds how long a line waits for the sink while an earlier
+// write has not returned (a disk that hangs, a pipe nobody reads): the
+// request is then answered without its line, with ErrBlocked.
+var BlockedAfter = 5 * time.Second
+
+// ErrBlocked is the error of a line that waited BlockedAfter for the sink.
+var ErrBlocked = errors.New("audit sink blocked: an earlier write has not returned")
+
+// errClosed is a write to a sink Close has closed (a Switch moved on).
+var errClosed = errors.New("audit sink closed")
+
+func newWriterSink(w io.Writer, f *os.File, torn bool) *writerSink {
+	return &writerSink{sem: make(chan struct{}, 1), w: w, f: f, torn: torn}
+}
 
 type writerSink struct {
-	mu sync.Mutex
-	w  io.Writer
-	f  *os.File
+	// sem is held while a line is written: a lock whose waiters give up
+	// after BlockedAfter, so one write stuck in the kernel holds up only
+	// its own request.
+	sem    chan struct{}
+	w      io.Writer
+	f      *os.File
+	closed bool
 	// torn: the destination ends in part of a line, without its newline
 	// (a write cut short by a full disk, or a file found so at open): the
 	// next line starts with a newline of its own, or it would be glued to
@@ -178,9 +199,32 @@ func tornTail(f *os.File, path string) bool {
 	return last[0] != '\n'
 }
 
-// writeLine writes b, one line ending in a newline, with one write; s.mu
-// is held.
+// lock takes s.sem, waiting at most BlockedAfter.
+func (s *writerSink) lock() error {
+	select {
+	case s.sem <- struct{}{}:
+		return nil
+	default:
+	}
+	t := time.NewTimer(BlockedAfter)
+	defer t.Stop()
+	select {
+	case s.sem <- struct{}{}:
+		return nil
+	case <-t.C:
+		return ErrBlocked
+	}
+}
+
+// writeLine writes b, one line ending in a newline, with one write.
 func (s *writerSink) writeLine(b []byte) error {
+	if err := s.lock(); err != nil {
+		return err
+	}
+	defer func() { <-s.sem }()
+	if s.closed {
+		return errClosed
+	}
 	if s.torn {
 		b = append([]byte{'\n'}, b...) // rare: no pooled buffer for it
 	}
@@ -208,17 +252,19 @@ func (s *writerSink) Write(ev *Event) error {
 	if err != nil {
 		return err
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	return s.writeLine(b) // one write per line: O_APPEND keeps lines whole
 }
 
+// Close waits for the write in progress, however long it takes, so that
+// no line is cut; writes after it fail with errClosed.
 func (s *writerSink) Close() error {
-	if s.f == nil {
+	s.sem <- struct{}{}
+	defer func() { <-s.sem }()
+	if s.closed || s.f == nil {
+		s.closed = true
 		return nil
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.closed = true
 	if err := s.f.Sync(); err != nil {
 		s.f.Close()
 		return err
@@ -248,8 +294,6 @@ func (s *writerSink) WriteResolved(ev *ResolvedEvent) error {
 	if err != nil {
 		return err
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	return s.writeLine(append(b, '\n'))
 }
 
@@ -267,16 +311,21 @@ func Discards(sink Sink) bool {
 	return ok && d.Discards()
 }
 
-// Switch is a Sink whose destination a config reload can change. Writes
-// hold a read lock, so Reopen closes the old sink only once no write is
-// using it: no line is cut or lost by a reload.
+// Switch is a Sink whose destination a config reload can change. A write
+// goes to the sink current when it starts; Reopen closes the old sink once
+// the write in progress on it has returned, and a write that finds it
+// closed goes to the new one: no line is cut or lost by a reload, and a
+// sink stuck in a write holds up neither the reload's other writes nor
+// the reload beyond the old sink's close.
 type Switch struct {
-	mu   sync.RWMutex
-	cur  Sink
+	cur atomic.Pointer[Sink]
+	mu  sync.Mutex // Reopen's
+	// sink and path name the current sink (mu).
 	sink SinkKind
 	path string
 	// failed counts lines the destination refused (a full disk, a closed
-	// stdout): the request was answered all the same, without its line.
+	// stdout, a write blocked past BlockedAfter): the request was answered
+	// all the same, without its line.
 	failed atomic.Int64
 }
 
@@ -290,63 +339,64 @@ func NewSwitch(sink SinkKind, path string) (*Switch, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Switch{cur: cur, sink: sink, path: path}, nil
+	sw := &Switch{sink: sink, path: path}
+	sw.cur.Store(&cur)
+	return sw, nil
 }
 
 // Reopen points the switch at sink and path when they differ from the
 // current ones (changed reports whether they did). On error the current
 // sink stays.
 func (s *Switch) Reopen(sink SinkKind, path string) (changed bool, err error) {
-	s.mu.RLock()
-	same := s.sink == sink && (sink != SinkFile || s.path == path)
-	s.mu.RUnlock()
-	if same {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.sink == sink && (sink != SinkFile || s.path == path) {
 		return false, nil
 	}
 	next, err := New(sink, path)
 	if err != nil {
 		return false, err
 	}
-	s.mu.Lock()
-	old := s.cur
-	s.cur, s.sink, s.path = next, sink, path
-	s.mu.Unlock()
+	old := *s.cur.Swap(&next)
+	s.sink, s.path = sink, path
 	return true, old.Close()
 }
 
 // Discards reports whether the current sink drops every event.
-func (s *Switch) Discards() bool {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	return Discards(s.cur)
-}
+func (s *Switch) Discards() bool { return Discards(*s.cur.Load()) }
 
-func (s *Switch) Write(ev *Event) error {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	err := s.cur.Write(ev)
-	if err != nil {
-		s.failed.Add(1)
-	}
-	return err
-}
-
-// WriteResolved passes review_resolved lines to sinks that take them.
-func (s *Switch) WriteResolved(ev *ResolvedEvent) error {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	if rw, ok := s.cur.(ResolvedWriter); ok {
-		err := rw.WriteResolved(ev)
+// write runs w on the current sink, and again on the next one when a
+// Reopen closed that sink meanwhile.
+func (s *Switch) write(w func(Sink) error) error {
+	for {
+		cur := s.cur.Load()
+		err := w(*cur)
+		if errors.Is(err, errClosed) && s.cur.Load() != cur {
+			continue
+		}
 		if err != nil {
 			s.failed.Add(1)
 		}
 		return err
 	}
-	return nil
+}
+
+func (s *Switch) Write(ev *Event) error {
+	return s.write(func(cur Sink) error { return cur.Write(ev) })
+}
+
+// WriteResolved passes review_resolved lines to sinks that take them.
+func (s *Switch) WriteResolved(ev *ResolvedEvent) error {
+	return s.write(func(cur Sink) error {
+		if rw, ok := cur.(ResolvedWriter); ok {
+			return rw.WriteResolved(ev)
+		}
+		return nil
+	})
 }
 
 func (s *Switch) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.cur.Close()
+	return (*s.cur.Load()).Close()
 }
