@@ -43,32 +43,13 @@ func TestMain(m *testing.M) {
 }
 
 func testMain(m *testing.M) int {
-	if p := os.Getenv("CONTRACTD_E2E_BIN"); p != "" {
-		abs, err := filepath.Abs(p)
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "e2e:", err)
-			return 1
-		}
-		binPath, builtBy = abs, "CONTRACTD_E2E_BIN"
-		return testkit.PostgresMain(m)
-	}
-	dir, err := os.MkdirTemp("", "contractd-e2e-bin-")
+	bin, by, cleanup, err := testkit.MainBinary("..", "-X main.version="+testVersion)
+	defer cleanup()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "e2e:", err)
 		return 1
 	}
-	defer os.RemoveAll(dir)
-	binPath, builtBy = filepath.Join(dir, "contractd"), "TestMain"
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, testkit.GoTool(), "build", "-trimpath",
-		"-ldflags", "-X main.version="+testVersion, "-o", binPath, "./cmd/contractd")
-	cmd.Dir = ".." // the module root: go test runs in the package directory
-	cmd.Env = append(os.Environ(), "GOTOOLCHAIN=local")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "e2e: building contractd: %v\n%s", err, out)
-		return 1
-	}
+	binPath, builtBy = bin, by
 	// The replica tests share one throwaway PostgreSQL, started on first
 	// use and stopped when the tests end.
 	return testkit.PostgresMain(m)

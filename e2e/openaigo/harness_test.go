@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -35,31 +34,13 @@ var binPath string // the contractd binary under test
 func TestMain(m *testing.M) { os.Exit(testMain(m)) }
 
 func testMain(m *testing.M) int {
-	if p := os.Getenv("CONTRACTD_E2E_BIN"); p != "" {
-		abs, err := filepath.Abs(p)
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "openaigo:", err)
-			return 1
-		}
-		binPath = abs
-		return m.Run()
-	}
-	dir, err := os.MkdirTemp("", "contractd-openaigo-bin-")
+	bin, _, cleanup, err := testkit.MainBinary(filepath.Join("..", ".."), "") // the product's module root
+	defer cleanup()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "openaigo:", err)
 		return 1
 	}
-	defer os.RemoveAll(dir)
-	binPath = filepath.Join(dir, "contractd")
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, testkit.GoTool(), "build", "-trimpath", "-o", binPath, "./cmd/contractd")
-	cmd.Dir = filepath.Join("..", "..") // the product's module root
-	cmd.Env = append(os.Environ(), "GOTOOLCHAIN=local", "GOFLAGS=-mod=mod")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "openaigo: building contractd: %v\n%s", err, out)
-		return 1
-	}
+	binPath = bin
 	return m.Run()
 }
 

@@ -2,6 +2,7 @@ package testkit
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -110,4 +111,36 @@ func (d *Daemon) Stop() {
 		_ = d.Cmd.Process.Kill()
 		_ = d.Cmd.Wait()
 	}
+}
+
+// MainBinary is the contractd binary a TestMain runs its suite against:
+// the one CONTRACTD_E2E_BIN names (made absolute), else ./cmd/contractd of
+// the module at root built (with ldflags, when not empty) into a temporary
+// directory that cleanup removes. builtBy says which: "CONTRACTD_E2E_BIN"
+// or "TestMain". cleanup is never nil.
+func MainBinary(root, ldflags string) (bin, builtBy string, cleanup func(), err error) {
+	cleanup = func() {}
+	if p := os.Getenv("CONTRACTD_E2E_BIN"); p != "" {
+		bin, err = filepath.Abs(p)
+		return bin, "CONTRACTD_E2E_BIN", cleanup, err
+	}
+	dir, err := os.MkdirTemp("", "contractd-bin-")
+	if err != nil {
+		return "", "", cleanup, err
+	}
+	bin = filepath.Join(dir, "contractd")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	args := []string{"build", "-trimpath"}
+	if ldflags != "" {
+		args = append(args, "-ldflags", ldflags)
+	}
+	cmd := exec.CommandContext(ctx, GoTool(), append(args, "-o", bin, "./cmd/contractd")...)
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "GOTOOLCHAIN=local", "GOFLAGS=-mod=mod")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		os.RemoveAll(dir)
+		return "", "", cleanup, fmt.Errorf("building contractd: %v\n%s", err, out)
+	}
+	return bin, "TestMain", func() { os.RemoveAll(dir) }, nil
 }
