@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io/fs"
 	"iter"
+	"log/slog"
 	"maps"
 	"math"
 	"net/url"
@@ -209,7 +210,6 @@ func (c *compiler) server() {
 	out := ServerSettings{
 		Listen: s.Listen, MaxBodyBytes: s.MaxBodyBytes, RequestTimeout: s.RequestTimeout,
 		APIKeysEnv: s.APIKeysEnv, AdminKeysEnv: s.AdminKeysEnv, RateLimit: s.RateLimit, ShutdownTimeout: s.ShutdownTimeout,
-		LogLevel: s.LogLevel,
 	}
 	if out.Listen == "" {
 		out.Listen = DefaultListen
@@ -247,13 +247,18 @@ func (c *compiler) server() {
 	if s.RateLimit != nil {
 		out.RateLimit = c.rateLimit(*s.RateLimit)
 	}
-	switch strings.ToLower(out.LogLevel) {
-	case "", "debug", "info", "warn", "error":
-	default:
-		c.ps.add("server.log_level", "unknown level %q (debug, info, warn, error)", out.LogLevel)
+	level, ok := logLevels[strings.ToLower(s.LogLevel)]
+	if !ok {
+		c.ps.add("server.log_level", "unknown level %q (debug, info, warn, error)", s.LogLevel)
 	}
+	out.LogLevel = level
 	c.limits(s, &out)
 	c.rt.Server = out
+}
+
+// logLevels are server.log_level's values (any case), "" the default.
+var logLevels = map[string]slog.Level{
+	"": slog.LevelInfo, "debug": slog.LevelDebug, "info": slog.LevelInfo, "warn": slog.LevelWarn, "error": slog.LevelError,
 }
 
 // limits reads the keys: absent or 0 is the default, negative an

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"log/slog"
 	"net/url"
 	"strings"
 	"time"
@@ -40,7 +41,7 @@ type ServerSettings struct {
 	AdminKeysEnv    string     // "" or unset: the admin endpoints follow the client-key rule
 	RateLimit       *RateLimit // nil: no rate limit; Store is memory or redis
 	ShutdownTimeout time.Duration
-	LogLevel        string
+	LogLevel        slog.Level // server.log_level (info when unset); CONTRACTD_LOG_LEVEL overrides it in serve
 	// Limits.
 	MaxConnections   int           // open connections on Listen
 	MaxInflightBytes int64         // request bodies and upstream replies held at once

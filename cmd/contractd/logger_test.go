@@ -19,14 +19,16 @@ import (
 // lines are JSON by default.
 func TestNewLoggerLevels(t *testing.T) {
 	for _, tt := range []struct {
-		config, env string
+		config      slog.Level // as config compiles server.log_level
+		env         string
 		debug, info bool
 	}{
-		{"", "", false, true},
-		{"debug", "", true, true},
-		{"warn", "", false, false},
-		{"warn", "debug", true, true},
-		{"", "error", false, false},
+		{slog.LevelInfo, "", false, true},
+		{slog.LevelDebug, "", true, true},
+		{slog.LevelWarn, "", false, false},
+		{slog.LevelWarn, "debug", true, true},
+		{slog.LevelInfo, "error", false, false},
+		{slog.LevelWarn, "nonsense", false, true},
 	} {
 		t.Setenv("CONTRACTD_LOG_LEVEL", tt.env)
 		t.Setenv("CONTRACTD_LOG_FORMAT", "")
@@ -38,10 +40,10 @@ func TestNewLoggerLevels(t *testing.T) {
 		l.Info("i")
 		out := buf.String()
 		if got := strings.Contains(out, `"msg":"d"`); got != tt.debug {
-			t.Errorf("config %q env %q: debug logged %v", tt.config, tt.env, got)
+			t.Errorf("config %v env %q: debug logged %v", tt.config, tt.env, got)
 		}
 		if got := strings.Contains(out, `"msg":"i"`); got != tt.info {
-			t.Errorf("config %q env %q: info logged %v", tt.config, tt.env, got)
+			t.Errorf("config %v env %q: info logged %v", tt.config, tt.env, got)
 		}
 		for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
 			if line != "" && !json.Valid([]byte(line)) {

@@ -153,20 +153,13 @@ func newLogger(w io.Writer, level *slog.LevelVar) *slog.Logger {
 
 // setLevel sets lv to server.log_level, or to CONTRACTD_LOG_LEVEL, which
 // overrides the config.
-func setLevel(lv *slog.LevelVar, level string) {
+func setLevel(lv *slog.LevelVar, level slog.Level) {
 	if env := os.Getenv("CONTRACTD_LOG_LEVEL"); env != "" {
-		level = env
+		var l slog.Level // a value slog does not know is info
+		_ = l.UnmarshalText([]byte(strings.ToUpper(env)))
+		level = l
 	}
-	var l slog.Level
-	_ = l.UnmarshalText([]byte(strings.ToUpper(orDefault(level, "info"))))
-	lv.Set(l)
-}
-
-func orDefault(s, d string) string {
-	if s == "" {
-		return d
-	}
-	return s
+	lv.Set(level)
 }
 
 // defaultGCPercent trades memory for CPU: a proxy's heap is mostly short-
