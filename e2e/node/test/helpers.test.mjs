@@ -85,10 +85,13 @@ test('openai: responses.stream gives the standard events in order and finalRespo
   );
 });
 
-test('openai: maxRetries waits out a 503 server_busy Retry-After, then gets the 200', async () => {
-  // A slow request (review-slow: the fake upstream answers after 2 s) whose
-  // body holds about 200 KB of contractd's 256 KiB max_inflight_bytes until
-  // it is answered; beside it, the SDK's 70 KB request does not fit.
+// holdInflightBytes sends a slow request (review-slow: the fake upstream
+// answers after 2 s) whose body holds about 200 KB of contractd's 256 KiB
+// max_inflight_bytes until it is answered, and once the request has
+// reached the upstream returns { answered }, its response's promise
+// (wrapped: an async function returning it would wait for it); what names
+// it in the failure when it never reaches the upstream.
+async function holdInflightBytes(what) {
   const before = await upstreamCount();
   const slow = fetch(`${baseURL}/chat/completions`, {
     method: 'POST',
@@ -96,9 +99,16 @@ test('openai: maxRetries waits out a 503 server_busy Retry-After, then gets the 
     body: JSON.stringify({ model: 'review-slow', user: 'x'.repeat(200_000), messages: [{ role: 'user', content: JSON.stringify({ text: TEXT }) }] }),
   });
   for (let i = 0; (await upstreamCount()) === before; i++) {
-    assert.ok(i < 500, 'the slow request never reached the upstream');
+    assert.ok(i < 500, `${what} never reached the upstream`);
     await new Promise((r) => setTimeout(r, 10));
   }
+  return { answered: slow };
+}
+
+test('openai: maxRetries waits out a 503 server_busy Retry-After, then gets the 200', async () => {
+  // Beside a slow request holding 200 KB of max_inflight_bytes, the SDK's
+  // 70 KB request does not fit.
+  const { answered: slow } = await holdInflightBytes('the slow request');
 
   const answers = [];
   const recording = async (url, init) => {
@@ -122,16 +132,7 @@ test('openai: maxRetries waits out a 503 server_busy Retry-After, then gets the 
   assert.equal((await slow).status, 200);
 
   // With no retries the 503 is the SDK's typed error.
-  const before2 = await upstreamCount();
-  const slow2 = fetch(`${baseURL}/chat/completions`, {
-    method: 'POST',
-    headers: { authorization: `Bearer ${clientKey}`, 'content-type': 'application/json' },
-    body: JSON.stringify({ model: 'review-slow', user: 'x'.repeat(200_000), messages: [{ role: 'user', content: JSON.stringify({ text: TEXT }) }] }),
-  });
-  for (let i = 0; (await upstreamCount()) === before2; i++) {
-    assert.ok(i < 500, 'the second slow request never reached the upstream');
-    await new Promise((r) => setTimeout(r, 10));
-  }
+  const { answered: slow2 } = await holdInflightBytes('the second slow request');
   await assert.rejects(
     client.chat.completions.create({ model: GOOD_ROUTE, user: 'y'.repeat(70_000), messages: [{ role: 'user', content: JSON.stringify({ text: TEXT }) }] }),
     (err) => err instanceof OpenAI.InternalServerError && err.status === 503 && err.code === 'server_busy' && err.type === 'server_error',
