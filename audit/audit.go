@@ -199,6 +199,19 @@ func tornTail(f *os.File, path string) bool {
 	return last[0] != '\n'
 }
 
+// moved reports whether path no longer names the file s writes.
+func (s *writerSink) moved(path string) bool {
+	if s.f == nil {
+		return false
+	}
+	cur, err := s.f.Stat()
+	if err != nil {
+		return false
+	}
+	fi, err := os.Stat(path)
+	return err != nil || !os.SameFile(fi, cur)
+}
+
 // lock takes s.sem, waiting at most BlockedAfter.
 func (s *writerSink) lock() error {
 	select {
@@ -345,13 +358,17 @@ func NewSwitch(sink SinkKind, path string) (*Switch, error) {
 }
 
 // Reopen points the switch at sink and path when they differ from the
-// current ones (changed reports whether they did). On error the current
-// sink stays.
+// current ones, or when path no longer names the file being written (moved
+// away by a log rotation, removed, replaced): changed reports whether it
+// opened a sink. On error the current sink stays.
 func (s *Switch) Reopen(sink SinkKind, path string) (changed bool, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.sink == sink && (sink != SinkFile || s.path == path) {
-		return false, nil
+		ws, ok := (*s.cur.Load()).(*writerSink)
+		if !ok || sink != SinkFile || !ws.moved(path) {
+			return false, nil
+		}
 	}
 	next, err := New(sink, path)
 	if err != nil {

@@ -579,7 +579,10 @@ func watchReload(ctx context.Context, rw *reloadWatch, path string, l live, tel 
 			err = reloadDropsAuth(l.srv, rt)
 		}
 		if err == nil {
-			_, err = l.audit.Reopen(rt.Audit.Sink, rt.Audit.Path)
+			var opened bool
+			if opened, err = l.audit.Reopen(rt.Audit.Sink, rt.Audit.Path); opened {
+				logger.Info("audit sink opened", "sink", string(rt.Audit.Sink), "path", rt.Audit.Path)
+			}
 		}
 		if err != nil && tentative {
 			return true
