@@ -294,17 +294,6 @@ func (h *harness) post(path, key string, body any, hdr map[string]string) (*http
 	return resp, rb
 }
 
-func contractBody(scenario string) map[string]any {
-	return map[string]any{
-		"model":    "classify",
-		"messages": []any{},
-		// The scenario word leads the subject so that attempt 2's shortened
-		// input (head kept) still names it.
-		"contract_input": map[string]any{"subject": "SCENARIO-" + scenario + " please classify this customer email about a billing problem",
-			"body": "Why was I billed twice this month?"},
-	}
-}
-
 // scrape returns the /metrics exposition.
 func (h *harness) scrape() string {
 	h.t.Helper()

@@ -297,9 +297,6 @@ func load(t testing.TB, upURL string, o opts) *config.Runtime {
 // syncBuffer collects log and audit output for the secrets checks.
 type syncBuffer struct{ testkit.SyncBuffer }
 
-// events are the audit lines written so far.
-func (s *syncBuffer) events() []audit.Event { return s.AuditEvents() }
-
 // waitEvents waits until n audit events were written.
 func (s *syncBuffer) waitEvents(t *testing.T, n int) []audit.Event {
 	t.Helper()
