@@ -112,9 +112,8 @@ func TestResponses(t *testing.T) {
 				}
 			case responses.ResponseInProgressEvent:
 				m = missingRequiredExcept(e)
-			case responses.ResponseOutputItemAddedEvent:
-				m = missingRequired(e)
-			case responses.ResponseContentPartAddedEvent:
+			case responses.ResponseOutputItemAddedEvent, responses.ResponseContentPartAddedEvent,
+				responses.ResponseContentPartDoneEvent, responses.ResponseOutputItemDoneEvent:
 				m = missingRequired(e)
 			case responses.ResponseTextDeltaEvent:
 				m = missingRequired(e)
@@ -124,10 +123,6 @@ func TestResponses(t *testing.T) {
 				if e.Text != goodContent {
 					t.Errorf("output_text.done text %q", e.Text)
 				}
-			case responses.ResponseContentPartDoneEvent:
-				m = missingRequired(e)
-			case responses.ResponseOutputItemDoneEvent:
-				m = missingRequired(e)
 			case responses.ResponseCompletedEvent:
 				m = missingRequiredExcept(e)
 				completed = e.Response
