@@ -355,7 +355,7 @@ func markInput(v any, at string, all bool, ptrs *[]string) any {
 	case map[string]any:
 		m := make(map[string]any, len(t))
 		for _, k := range slices.Sorted(maps.Keys(t)) {
-			m[k] = markInput(t[k], at+"/"+strings.NewReplacer("~", "~0", "/", "~1").Replace(k), all, ptrs)
+			m[k] = markInput(t[k], at+"/"+contracts.EscapePointerToken(k), all, ptrs)
 		}
 		return m
 	case []any:

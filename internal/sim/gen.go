@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/contractd/contractd/contracts"
 )
 
 // pathPat is a policy path split into tokens; "*" matches any token.
@@ -20,7 +22,7 @@ func parsePathPat(p string) pathPat {
 	}
 	parts := strings.Split(strings.TrimPrefix(p, "/"), "/")
 	for i, s := range parts {
-		parts[i] = strings.NewReplacer("~1", "/", "~0", "~").Replace(s)
+		parts[i] = contracts.UnescapePointerToken(s)
 	}
 	return parts
 }

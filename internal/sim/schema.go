@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync"
 	"unicode/utf8"
+
+	"github.com/contractd/contractd/contracts"
 )
 
 // schemaDoc is a decoded contract schema with its $ref targets.
@@ -25,7 +27,7 @@ func (d *schemaDoc) ref(r string) map[string]any {
 	}
 	var cur any = d.root
 	for _, tok := range strings.Split(r[2:], "/") {
-		tok = strings.NewReplacer("~1", "/", "~0", "~").Replace(tok)
+		tok = contracts.UnescapePointerToken(tok)
 		switch t := cur.(type) {
 		case map[string]any:
 			cur = t[tok]
