@@ -13,6 +13,7 @@ import (
 
 	"github.com/go-json-experiment/json/jsontext"
 
+	"github.com/contractd/contractd/internal/jsonscan"
 	"github.com/contractd/contractd/internal/jsonstr"
 )
 
@@ -86,6 +87,7 @@ var objDecoderPool = sync.Pool{New: func() any { return new(objDecoder) }}
 type objDecoder struct {
 	buf   bytes.Buffer
 	dec   jsontext.Decoder
+	scan  jsonscan.Scanner // the one-pass check's (stream.go)
 	stack []decodeFrame
 	vals  []any        // the elements of open arrays, innermost last
 	mems  []openMember // the members of open objects not yet in a map

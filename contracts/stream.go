@@ -26,7 +26,7 @@ import (
 	"math/bits"
 	"unsafe"
 
-	"github.com/go-json-experiment/json/jsontext"
+	"github.com/contractd/contractd/internal/jsonscan"
 )
 
 // streamPlan is a contract's one-pass check: the fast tree's root and the
@@ -159,16 +159,21 @@ func (c *Contract) checkStream(p *streamPlan, content string, sc *decodeScratch)
 	if maxDepth <= 0 {
 		maxDepth = DefaultMaxDepth
 	}
-	d := acquireDecoder(b, sc)
-	d.in = b
+	// The pass reads tokens with jsonscan, which accepts exactly what
+	// jsontext does here (FuzzScanAgrees) at a fraction of its cost per
+	// token; a value decoded whole (buildOne) goes through jsontext.
+	d := acquireDecoder(nil, sc)
+	d.size, d.in = len(b), b
+	d.scan.Reset(b, false)
 	defer func() {
 		if recover() != nil { // a type the fast tree does not know: not judged here
 			b, out, ok = nil, nil, false
 		}
+		d.scan.Reset(nil, false)
 		d.release()
 	}()
 	out, ok = d.stream(p, maxDepth)
-	if !ok || int(d.dec.InputOffset()) != len(b) {
+	if !ok || !d.scan.Done() {
 		return nil, nil, false
 	}
 	return b, out, true
@@ -193,7 +198,7 @@ func (d *objDecoder) stream(p *streamPlan, maxDepth int) (map[string]any, bool) 
 			d.sstack, d.snames, d.pmems, d.pvals = nil, nil, nil, nil
 		}
 	}()
-	if tok, err := d.dec.ReadToken(); err != nil || tok.Kind() != '{' || maxDepth < 1 {
+	if k, err := d.scan.ReadToken(); err != nil || k != '{' || maxDepth < 1 {
 		return nil, false
 	}
 	if p.root.hasType && p.root.types&tObject == 0 {
@@ -206,12 +211,12 @@ func (d *objDecoder) stream(p *streamPlan, maxDepth int) (map[string]any, bool) 
 	st = append(st, streamFrame{node: p.root, isObj: true, mask: mask})
 	for {
 		top := &st[len(st)-1]
-		k := d.dec.PeekKind()
+		k := d.scan.PeekKind()
 		var v any
 		kept := false // v goes into the parent's kept value
 		switch {
 		case top.isObj && k == '}', !top.isObj && k == ']':
-			if _, err := d.dec.ReadToken(); err != nil {
+			if _, err := d.scan.ReadToken(); err != nil {
 				return nil, false
 			}
 			f := *top
@@ -231,7 +236,7 @@ func (d *objDecoder) stream(p *streamPlan, maxDepth int) (map[string]any, bool) 
 			}
 			top = &st[len(st)-1]
 		case top.isObj && !top.named:
-			raw, err := d.dec.ReadValue()
+			raw, err := d.scan.ReadValue()
 			if err != nil || len(raw) < 2 || raw[0] != '"' {
 				return nil, false
 			}
@@ -267,7 +272,7 @@ func (d *objDecoder) stream(p *streamPlan, maxDepth int) (map[string]any, bool) 
 				if node != nil && node.hasType && node.types&want == 0 {
 					return nil, false
 				}
-				if _, err := d.dec.ReadToken(); err != nil {
+				if _, err := d.scan.ReadToken(); err != nil {
 					return nil, false
 				}
 				st = append(st, streamFrame{node: node, isObj: k == '{', mask: mask, names: len(d.snames)})
@@ -420,10 +425,10 @@ func (d *objDecoder) keep(f *streamFrame) any {
 
 // scalar reads the next string, number, true, false or null; as a value
 // only when want (otherwise it is only checked as JSON).
-func (d *objDecoder) scalar(k jsontext.Kind, want bool) (any, bool) {
+func (d *objDecoder) scalar(k jsonscan.Kind, want bool) (any, bool) {
 	switch k {
 	case '"', '0':
-		raw, err := d.dec.ReadValue()
+		raw, err := d.scan.ReadValue()
 		if err != nil {
 			return nil, false
 		}
@@ -435,11 +440,11 @@ func (d *objDecoder) scalar(k jsontext.Kind, want bool) (any, bool) {
 		}
 		return d.box(d.text(raw), stringType), true
 	}
-	tok, err := d.dec.ReadToken()
+	tok, err := d.scan.ReadToken()
 	if err != nil {
 		return nil, false
 	}
-	switch tok.Kind() {
+	switch tok {
 	case 't':
 		return true, true
 	case 'f':
@@ -471,8 +476,8 @@ func (d *objDecoder) alias(b []byte) string {
 	return unsafe.String(&b[0], len(b))
 }
 
-// inInput reports whether b lies in the input (jsontext hands out slices of
-// a bytes.Buffer source; anything else is copied).
+// inInput reports whether b lies in the input (the scanner's strings and
+// numbers always do; anything else is copied).
 func (d *objDecoder) inInput(b []byte) bool {
 	if len(b) == 0 || len(d.in) == 0 {
 		return false
@@ -483,8 +488,16 @@ func (d *objDecoder) inInput(b []byte) bool {
 }
 
 // buildOne decodes the next value whole with the full decoder, in the
-// same arena and scratch, its depth bounded by what is left of maxDepth.
+// same arena and scratch, its depth bounded by what is left of maxDepth:
+// the scanner reads past it (so the pass goes on after it), and jsontext
+// decodes its bytes.
 func (d *objDecoder) buildOne(maxDepth int) (any, bool) {
+	raw, err := d.scan.ReadValue()
+	if err != nil {
+		return nil, false
+	}
+	d.buf = *bytes.NewBuffer(raw)
+	d.dec.Reset(&d.buf, decodeOpts)
 	if d.sc == nil {
 		v, viol := d.run(0, maxDepth)
 		return v, viol == nil

@@ -1,8 +1,6 @@
 package proxy
 
 import (
-	"bytes"
-	"io"
 	"strconv"
 	"sync"
 	"unsafe"
@@ -11,6 +9,7 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 	openai "github.com/sashabaranov/go-openai"
 
+	"github.com/contractd/contractd/internal/jsonscan"
 	"github.com/contractd/contractd/internal/jsonstr"
 )
 
@@ -24,13 +23,14 @@ import (
 // buffer.
 
 // wireOptions: like encoding/json, invalid UTF-8 in strings becomes U+FFFD
-// rather than failing the reply, and duplicate names are tolerated.
+// rather than failing the reply, and duplicate names are tolerated. The
+// walk's scanner accepts what jsontext accepts with these options
+// (jsonscan.FuzzScanAgrees), reading the reply in place.
 var wireOptions = jsonv2.JoinOptions(jsontext.AllowInvalidUTF8(true), jsontext.AllowDuplicateNames(true))
 
 // replyReader is the pooled state of one read.
 type replyReader struct {
-	buf  bytes.Buffer
-	dec  jsontext.Decoder
+	dec  jsonscan.Scanner
 	strs [numStrs][]byte // raw, until the walk ends; nil: absent or null
 }
 
@@ -55,8 +55,7 @@ type errReply struct{}
 
 func readCompletion(data []byte) (*Completion, bool) {
 	r := replyReaderPool.Get().(*replyReader)
-	r.buf = *bytes.NewBuffer(data) // parsed in place
-	r.dec.Reset(&r.buf, wireOptions)
+	r.dec.Reset(data, true) // AllowInvalidUTF8, as wireOptions
 	var (
 		created, choices int64
 		usage            *openai.Usage
@@ -68,8 +67,7 @@ func readCompletion(data []byte) (*Completion, bool) {
 		quoted = r.unquote(&s)
 	}
 	r.strs = [numStrs][]byte{}
-	r.buf = bytes.Buffer{}
-	r.dec.Reset(&r.buf, wireOptions)
+	r.dec.Reset(nil, true)
 	replyReaderPool.Put(r)
 	if !ok || choices == 0 || s[strObject] == "chat.completion.chunk" {
 		return nil, false
@@ -133,7 +131,7 @@ func (r *replyReader) reply(created, choices *int64, usage **openai.Usage) (ok b
 			r.skip()
 		}
 	})
-	if _, err := r.dec.ReadToken(); err != io.EOF {
+	if !r.dec.Done() {
 		panic(errReply{})
 	}
 	return true
@@ -238,7 +236,7 @@ func (r *replyReader) null() bool {
 }
 
 // expect reads a delimiter token of kind k.
-func (r *replyReader) expect(k jsontext.Kind) {
+func (r *replyReader) expect(k jsonscan.Kind) {
 	if r.dec.PeekKind() != k {
 		panic(errReply{})
 	}
