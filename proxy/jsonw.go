@@ -62,8 +62,10 @@ func appendChatSuccess(b []byte, v *verdict, route *config.Route, k *contracts.C
 }
 
 // appendResponseSuccess appends the completed response object of an
-// accepted verdict (responseBody's JSON) and a newline.
-func appendResponseSuccess(b []byte, v *verdict, route *config.Route, id string) []byte {
+// accepted verdict (responseBody's JSON) and a newline. metadata and top_p
+// are the client's bytes as sent (null when it sent none), temperature the
+// accepted attempt's (echoes).
+func appendResponseSuccess(b []byte, v *verdict, route *config.Route, id string, p *Prepared) []byte {
 	created := v.comp.Resp.Created
 	if created == 0 {
 		created = time.Now().Unix()
@@ -72,13 +74,19 @@ func appendResponseSuccess(b []byte, v *verdict, route *config.Route, id string)
 	b = appendPrefixedString(b, "resp_", id)
 	b = append(b, `,"object":"response","created_at":`...)
 	b = strconv.AppendInt(b, created, 10)
-	b = append(b, `,"status":"completed","error":null,"incomplete_details":null,"instructions":null,"metadata":null,"model":`...)
+	b = append(b, `,"status":"completed","error":null,"incomplete_details":null,"instructions":null,"metadata":`...)
+	b = appendRawOrNull(b, p.clientValue("metadata"))
+	b = append(b, `,"model":`...)
 	b = jsonstr.Append(b, v.comp.Resp.Model)
 	b = append(b, `,"output":[{"type":"message","id":`...)
 	b = appendPrefixedString(b, "msg_", id)
 	b = append(b, `,"status":"completed","role":"assistant","content":[{"type":"output_text","text":`...)
 	b = appendOutput(b, v)
-	b = append(b, `,"annotations":[]}]}],"parallel_tool_calls":false,"temperature":null,"tool_choice":"none","tools":[],"top_p":null,"usage":{"input_tokens":`...)
+	b = append(b, `,"annotations":[]}]}],"parallel_tool_calls":false,"temperature":`...)
+	b = appendAttemptTemperature(b, v)
+	b = append(b, `,"tool_choice":"none","tools":[],"top_p":`...)
+	b = appendRawOrNull(b, p.clientValue("top_p"))
+	b = append(b, `,"usage":{"input_tokens":`...)
 	b = strconv.AppendInt(b, int64(v.usage.PromptTokens), 10)
 	b = append(b, `,"input_tokens_details":{"cached_tokens":0,"cache_write_tokens":0},"output_tokens":`...)
 	b = strconv.AppendInt(b, int64(v.usage.CompletionTokens), 10)
@@ -87,6 +95,23 @@ func appendResponseSuccess(b []byte, v *verdict, route *config.Route, id string)
 	b = append(b, `},"contract":`...)
 	b = appendContractInfo(b, v, route, route.Contract)
 	return append(b, "}\n"...)
+}
+
+// appendRawOrNull appends raw (JSON the client sent, so valid) or null.
+func appendRawOrNull(b []byte, raw []byte) []byte {
+	if raw == nil {
+		return append(b, "null"...)
+	}
+	return append(b, raw...)
+}
+
+// appendAttemptTemperature appends the accepted attempt's temperature as
+// the attempt's body spells it, or null when no attempt is recorded.
+func appendAttemptTemperature(b []byte, v *verdict) []byte {
+	if len(v.attempts) == 0 {
+		return append(b, "null"...)
+	}
+	return strconv.AppendFloat(b, v.attempts[len(v.attempts)-1].Temperature, 'f', -1, 64)
 }
 
 // appendPrefixedString appends prefix+s quoted as JSON without building

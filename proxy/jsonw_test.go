@@ -91,20 +91,31 @@ func TestAppendResponseSuccessMatches(t *testing.T) {
 		id, out  string
 		evidence []contracts.Evidence
 		attempts int
+		body     string // the client's request: metadata and top_p echo
 	}{
 		{openai.ChatCompletionResponse{ID: "chatcmpl-1", Created: 1726560000, Model: "gpt-x", SystemFingerprint: "fp_1"}, "req_0123abcd",
-			`{"intent":"<b>billing</b> & more","n":1}`, []contracts.Evidence{{Path: "/quote", Start: 3, End: 9, SHA256: "ff"}, {Path: "/a~1b", Start: 0, End: 1, SHA256: "00"}}, 2},
-		{openai.ChatCompletionResponse{Created: 5}, "", "{\"s\":\"tab\\t\u2028 \xff\"}", nil, 1},
-		{openai.ChatCompletionResponse{ID: "x\"y", Created: 7, Model: "m\u2029"}, "q\"<\u2028\xff", `{}`, []contracts.Evidence{}, 3},
+			`{"intent":"<b>billing</b> & more","n":1}`, []contracts.Evidence{{Path: "/quote", Start: 3, End: 9, SHA256: "ff"}, {Path: "/a~1b", Start: 0, End: 1, SHA256: "00"}}, 2,
+			`{"metadata":{"team":"a<b>&c","k":"\u00e9"},"top_p":0.9e0}`},
+		{openai.ChatCompletionResponse{Created: 5}, "", "{\"s\":\"tab\\t\u2028 \xff\"}", nil, 1, `{"metadata":null,"top_p":null}`},
+		{openai.ChatCompletionResponse{ID: "x\"y", Created: 7, Model: "m\u2029"}, "q\"<\u2028\xff", `{}`, []contracts.Evidence{}, 3, `{}`},
+		{openai.ChatCompletionResponse{Created: 9, Model: "m"}, "r", `{}`, nil, 0, `{"metadata":{},"top_p":1}`},
 	} {
 		v := &verdict{comp: &Completion{Resp: tt.resp}, result: contracts.Result{JSON: []byte(tt.out), Evidence: tt.evidence},
 			usage: audit.Usage{PromptTokens: 10, CompletionTokens: 20 + i, TotalTokens: 30 + i}, attempts: make([]ReviewAttempt, tt.attempts)}
-		want := append(mustJSON(responseBody(v, route, tt.id)), '\n')
-		if got := appendResponseSuccess(nil, v, route, tt.id); !bytes.Equal(got, want) {
+		for j := range v.attempts {
+			v.attempts[j].Temperature = 0.35 * float64(j+i)
+		}
+		obj, err := parseObject([]byte(tt.body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := &Prepared{body: obj}
+		want := append(mustJSON(responseBody(v, route, tt.id, p)), '\n')
+		if got := appendResponseSuccess(nil, v, route, tt.id, p); !bytes.Equal(got, want) {
 			t.Errorf("case %d:\n got %s\nwant %s", i, got, want)
 		}
 		rec := &countingWriter{ResponseRecorder: httptest.NewRecorder()}
-		writeResponse(rec, v, route, tt.id, &Prepared{})
+		writeResponse(rec, v, route, tt.id, p)
 		if rec.writes != 1 || rec.Header().Get("Content-Length") != strconv.Itoa(len(want)) || !bytes.Equal(rec.Body.Bytes(), want) {
 			t.Errorf("case %d: %d writes, Content-Length %s for %d bytes", i, rec.writes, rec.Header().Get("Content-Length"), len(want))
 		}

@@ -401,40 +401,62 @@ type responseUsage struct {
 // responseObject is the Responses API's response. Besides id, object,
 // created_at, status, model, output, usage and contract it carries every member the official SDKs' Response type requires
 // (openai-go's decoder leaves a missing one at its zero value without a
-// word): instructions, metadata, temperature and top_p are null (the
-// route decides the temperature per attempt; the contract member and the
-// audit tell the attempts), parallel_tool_calls false, tool_choice "none"
-// and tools [] (a contract route refuses tools). access_programs, OpenAI's
-// own access program, is left out.
+// word). It echoes the request as used: metadata and top_p are the
+// client's JSON (forwarded upstream byte-for-byte; null when it sent none),
+// temperature the accepted attempt's (the route sets it per attempt, SPEC
+// §5/§9; the client's is never sent), instructions null (a route that
+// accepts them drops them, SPEC §9, so none reached the model).
+// parallel_tool_calls is false, tool_choice "none" and tools [] (a
+// contract route refuses tools). access_programs, OpenAI's own access
+// program, is left out.
 type responseObject struct {
-	ID                string         `json:"id"`
-	Object            string         `json:"object"`
-	CreatedAt         int64          `json:"created_at"`
-	Status            string         `json:"status"`
-	Error             *struct{}      `json:"error"`
-	IncompleteDetails *struct{}      `json:"incomplete_details"`
-	Instructions      *struct{}      `json:"instructions"`
-	Metadata          *struct{}      `json:"metadata"`
-	Model             string         `json:"model"`
-	Output            []responseItem `json:"output"`
-	ParallelToolCalls bool           `json:"parallel_tool_calls"`
-	Temperature       *struct{}      `json:"temperature"`
-	ToolChoice        string         `json:"tool_choice"`
-	Tools             []struct{}     `json:"tools"`
-	TopP              *struct{}      `json:"top_p"`
-	Usage             *responseUsage `json:"usage"`
-	Contract          *contractInfo  `json:"contract,omitempty"`
+	ID                string          `json:"id"`
+	Object            string          `json:"object"`
+	CreatedAt         int64           `json:"created_at"`
+	Status            string          `json:"status"`
+	Error             *struct{}       `json:"error"`
+	IncompleteDetails *struct{}       `json:"incomplete_details"`
+	Instructions      *struct{}       `json:"instructions"`
+	Metadata          json.RawMessage `json:"metadata"`
+	Model             string          `json:"model"`
+	Output            []responseItem  `json:"output"`
+	ParallelToolCalls bool            `json:"parallel_tool_calls"`
+	Temperature       *float64        `json:"temperature"`
+	ToolChoice        string          `json:"tool_choice"`
+	Tools             []struct{}      `json:"tools"`
+	TopP              json.RawMessage `json:"top_p"`
+	Usage             *responseUsage  `json:"usage"`
+	Contract          *contractInfo   `json:"contract,omitempty"`
+}
+
+// clientValue is the named member of the request as the client sent it,
+// or nil when it sent none or null. A subslice of the body: no copy.
+func (p *Prepared) clientValue(name string) json.RawMessage {
+	if p == nil {
+		return nil
+	}
+	v, ok := p.body.get(name)
+	if !ok || v.Kind() == 'n' {
+		return nil
+	}
+	return json.RawMessage(v)
 }
 
 // responseBody is the accepted verdict as a completed response object.
-func responseBody(v *verdict, route *config.Route, id string) responseObject {
+func responseBody(v *verdict, route *config.Route, id string, p *Prepared) responseObject {
 	created := v.comp.Resp.Created
 	if created == 0 {
 		created = time.Now().Unix()
 	}
 	ci := info(v, route, route.Contract)
+	var temp *float64
+	if n := len(v.attempts); n > 0 {
+		t := v.attempts[n-1].Temperature
+		temp = &t
+	}
 	return responseObject{ID: "resp_" + id, Object: "response", CreatedAt: created, Status: "completed",
-		Model: v.comp.Resp.Model, ToolChoice: "none", Tools: []struct{}{},
+		Metadata: p.clientValue("metadata"), Model: v.comp.Resp.Model, Temperature: temp, ToolChoice: "none", Tools: []struct{}{},
+		TopP: p.clientValue("top_p"),
 		Output: []responseItem{{Type: "message", ID: "msg_" + id, Status: "completed", Role: "assistant",
 			Content: []responseContent{{Type: "output_text", Text: string(v.result.JSON), Annotations: []struct{}{}}}}},
 		Usage:    &responseUsage{InputTokens: v.usage.PromptTokens, OutputTokens: v.usage.CompletionTokens, TotalTokens: v.usage.TotalTokens},
@@ -443,10 +465,10 @@ func responseBody(v *verdict, route *config.Route, id string) responseObject {
 
 func writeResponse(w http.ResponseWriter, v *verdict, route *config.Route, id string, p *Prepared) {
 	if !p.Stream {
-		writeBody(w, http.StatusOK, func(b []byte) []byte { return appendResponseSuccess(b, v, route, id) })
+		writeBody(w, http.StatusOK, func(b []byte) []byte { return appendResponseSuccess(b, v, route, id, p) })
 		return
 	}
-	writeResponseStream(w, responseBody(v, route, id))
+	writeResponseStream(w, responseBody(v, route, id, p))
 }
 
 // writeResponseStream sends an accepted verdict as the Responses API's

@@ -7,6 +7,7 @@ package proxy
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -368,5 +369,100 @@ func TestPrepareAnyResponsesBody(t *testing.T) {
 		if !reflect.DeepEqual(am, bm) {
 			t.Errorf("%s: upstream bodies differ:\n%s\n%s", tc.route, a.Body, b.Body)
 		}
+	}
+}
+
+// The response object echoes the request as used: metadata and top_p as
+// the client sent them (forwarded upstream byte-for-byte), temperature the
+// accepted attempt's (the route's, not the client's), instructions null
+// (dropped by the route); null where the client sent none. Plain and in
+// response.created, response.in_progress and response.completed.
+func TestResponsesEchoesRequest(t *testing.T) {
+	// free-drop's plan: 1, 0.2, 0; attempt 2 (0.2) is accepted
+	h := newHarness(t, func(w http.ResponseWriter, r *http.Request, c *upCall) {
+		if c.Temperature() >= 0.5 {
+			reply(w, 200, completion(invalidAnswer, "stop", 10, 5))
+			return
+		}
+		reply(w, 200, completion(validAnswer, "stop", 8, 4))
+	}, cfg{})
+	const meta = `{ "team" : "a<b>&c", "k":"\u00e9" }`
+	r := h.post(respPath, `{"model":"free-drop","temperature":1.7,"top_p":0.25e0,"metadata":`+meta+`,"instructions":"be brief","input":"what is it?"}`)
+	if r.Status != 200 {
+		t.Fatalf("status %d: %s", r.Status, r.Body)
+	}
+	calls := h.up.Calls()
+	if len(calls) != 2 {
+		t.Fatalf("%d upstream calls, want 2", len(calls))
+	}
+	used := calls[len(calls)-1].JSON["temperature"]
+	if used != 0.2 {
+		t.Fatalf("the accepted attempt ran at %v, want the route's 0.2", used)
+	}
+	// plain: metadata's and top_p's bytes as sent
+	for _, want := range []string{`"metadata":` + meta + `,`, `"top_p":0.25e0,`, `"instructions":null,`} {
+		if !bytes.Contains(r.Body, []byte(want)) {
+			t.Errorf("body lacks %s: %s", want, r.Body)
+		}
+	}
+	if r.JSON["temperature"] != used {
+		t.Errorf("temperature %v, the accepted attempt's was %v", r.JSON["temperature"], used)
+	}
+	wantMeta := map[string]any{"team": "a<b>&c", "k": "é"}
+	if !reflect.DeepEqual(r.JSON["metadata"], wantMeta) {
+		t.Errorf("metadata %v", r.JSON["metadata"])
+	}
+
+	s := h.post(respPath, `{"model":"free-drop","stream":true,"top_p":0.25e0,"metadata":`+meta+`,"input":"what is it?"}`)
+	if s.Status != 200 {
+		t.Fatalf("stream status %d: %s", s.Status, s.Body)
+	}
+	seen := 0
+	for _, line := range strings.Split(string(s.Body), "\n") {
+		data, ok := strings.CutPrefix(line, "data: ")
+		if !ok {
+			continue
+		}
+		var d struct {
+			Type     string                     `json:"type"`
+			Response map[string]json.RawMessage `json:"response"`
+		}
+		if err := json.Unmarshal([]byte(data), &d); err != nil {
+			t.Fatalf("data %s: %v", data, err)
+		}
+		if d.Response == nil {
+			continue
+		}
+		seen++
+		// an SSE data line is one line: metadata comes compacted
+		if m := string(d.Response["metadata"]); m != `{"team":"a<b>&c","k":"\u00e9"}` {
+			t.Errorf("%s metadata %s", d.Type, m)
+		}
+		if tp := string(d.Response["top_p"]); tp != "0.25e0" {
+			t.Errorf("%s top_p %s", d.Type, tp)
+		}
+		var temp any
+		if err := json.Unmarshal(d.Response["temperature"], &temp); err != nil || temp != used {
+			t.Errorf("%s temperature %s, want %v", d.Type, d.Response["temperature"], used)
+		}
+		if in := string(d.Response["instructions"]); in != "null" {
+			t.Errorf("%s instructions %s", d.Type, in)
+		}
+	}
+	if seen != 3 {
+		t.Errorf("%d events carried the response, want 3 (created, in_progress, completed)", seen)
+	}
+
+	if len(h.up.Calls()) != 4 {
+		t.Fatalf("%d upstream calls, want 2+2", len(h.up.Calls()))
+	}
+	n := h.post(respPath, `{"model":"free-drop","input":"what is it?"}`)
+	for _, name := range []string{"metadata", "top_p", "instructions"} {
+		if v, ok := n.JSON[name]; !ok || v != nil {
+			t.Errorf("none sent: %s = %v (present %v)", name, v, ok)
+		}
+	}
+	if n.JSON["temperature"] != used {
+		t.Errorf("none sent: temperature %v, want the accepted attempt's %v", n.JSON["temperature"], used)
 	}
 }

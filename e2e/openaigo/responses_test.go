@@ -3,6 +3,7 @@ package openaigo_test
 import (
 	"encoding/json"
 	"errors"
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/responses"
+	"github.com/openai/openai-go/v3/shared"
 )
 
 func responseParams(route string) responses.ResponseNewParams {
@@ -37,6 +39,27 @@ func missingRequiredExcept(v any) []string {
 	return out
 }
 
+var echoMetadata = shared.Metadata{"team": "billing", "ticket": "T-1"}
+
+// checkEcho: the response (as the SDK decoded it) echoes the request as
+// used: metadata and top_p as sent, temperature the accepted attempt's
+// (used: what the upstream got), instructions null (the route drops them).
+func checkEcho(t *testing.T, where string, r *responses.Response, used any) {
+	t.Helper()
+	if !maps.Equal(r.Metadata, echoMetadata) || !r.JSON.Metadata.Valid() {
+		t.Errorf("%s: metadata %v", where, r.Metadata)
+	}
+	if r.TopP != 0.25 || !r.JSON.TopP.Valid() {
+		t.Errorf("%s: top_p %v (%s)", where, r.TopP, r.JSON.TopP.Raw())
+	}
+	if u, ok := used.(float64); !ok || r.Temperature != u || !r.JSON.Temperature.Valid() || u == 1.7 {
+		t.Errorf("%s: temperature %v (%s), the accepted attempt's %v", where, r.Temperature, r.JSON.Temperature.Raw(), used)
+	}
+	if raw := r.JSON.Instructions.Raw(); raw != "null" {
+		t.Errorf("%s: instructions %s", where, raw)
+	}
+}
+
 // TestResponses: the SDK's Responses API calls (create with text.format
 // json_schema, the streamed events, store accepted and
 // previous_response_id refused) against a contract route.
@@ -49,6 +72,11 @@ func TestResponses(t *testing.T) {
 		var res *http.Response
 		p := responseParams(goodRoute)
 		p.Store = openai.Bool(true) // accepted; contractd keeps nothing for later turns
+		// echoed as used: metadata and top_p as sent, temperature the
+		// accepted attempt's (the route's, not the client's)
+		p.Metadata = echoMetadata
+		p.TopP = openai.Float(0.25)
+		p.Temperature = openai.Float(1.7)
 		r, err := client.Responses.New(ctx20(t), p, option.WithResponseInto(&res))
 		if err != nil {
 			t.Fatalf("New: %v", err)
@@ -89,10 +117,14 @@ func TestResponses(t *testing.T) {
 		if last.Path != "/v1/chat/completions" || last.JSON["model"] != "fake-good" {
 			t.Errorf("upstream %s %v", last.Path, last.JSON["model"])
 		}
+		checkEcho(t, "create", r, last.JSON["temperature"])
 	})
 
 	t.Run("stream", func(t *testing.T) {
-		stream := client.Responses.NewStreaming(ctx20(t), responseParams(goodRoute))
+		p := responseParams(goodRoute)
+		p.Metadata = echoMetadata
+		p.TopP = openai.Float(0.25)
+		stream := client.Responses.NewStreaming(ctx20(t), p)
 		defer stream.Close()
 		var types []string
 		var deltas strings.Builder
@@ -110,8 +142,10 @@ func TestResponses(t *testing.T) {
 				if e.Response.Status != "in_progress" {
 					t.Errorf("response.created status %q", e.Response.Status)
 				}
+				checkEcho(t, ev.Type, &e.Response, s.up.Calls()[len(s.up.Calls())-1].JSON["temperature"])
 			case responses.ResponseInProgressEvent:
 				m = missingRequiredExcept(e)
+				checkEcho(t, ev.Type, &e.Response, s.up.Calls()[len(s.up.Calls())-1].JSON["temperature"])
 			case responses.ResponseOutputItemAddedEvent, responses.ResponseContentPartAddedEvent,
 				responses.ResponseContentPartDoneEvent, responses.ResponseOutputItemDoneEvent:
 				m = missingRequired(e)
@@ -126,6 +160,7 @@ func TestResponses(t *testing.T) {
 			case responses.ResponseCompletedEvent:
 				m = missingRequiredExcept(e)
 				completed = e.Response
+				checkEcho(t, ev.Type, &e.Response, s.up.Calls()[len(s.up.Calls())-1].JSON["temperature"])
 			default:
 				t.Errorf("event %s decoded as %T", ev.Type, e)
 			}
