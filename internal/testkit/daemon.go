@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -70,21 +71,45 @@ func FreeAddr(t testing.TB) string {
 }
 
 // Daemon is a contractd process serving a config; it is killed when the
-// test ends.
+// test ends, and on Linux also when the test process dies without its
+// cleanups (a panic, a timeout, a kill): see StartDaemon.
 type Daemon struct {
 	Cmd *exec.Cmd
 	Log *SyncBuffer // its standard error: the JSON log lines
+
+	stopOnce sync.Once
+	stopped  chan struct{} // closed by Stop: the starting thread may exit
 }
 
 // StartDaemon runs `bin serve -c config` with env added to this process's
 // environment and waits up to 15 s until each of addrs (its listeners)
 // accepts connections.
+//
+// A test that panics skips its cleanups, so Stop alone would leave the
+// daemon running. On Linux the daemon gets SIGKILL when its starter dies
+// (PR_SET_PDEATHSIG, SysProcAttr.Pdeathsig). The kernel sends it when the
+// starting thread exits, not the process (go.dev/issue/27505), and Go may
+// end an idle thread: the daemon is started from a goroutine locked to its
+// thread until Stop, so that thread lives exactly as long as the daemon is
+// wanted and dies with the test process.
 func StartDaemon(t testing.TB, bin, config string, env []string, addrs ...string) *Daemon {
 	t.Helper()
-	d := &Daemon{Cmd: exec.Command(bin, "serve", "-c", config), Log: &SyncBuffer{}}
+	d := &Daemon{Cmd: exec.Command(bin, "serve", "-c", config), Log: &SyncBuffer{}, stopped: make(chan struct{})}
 	d.Cmd.Env = append(os.Environ(), env...)
 	d.Cmd.Stderr = d.Log
-	if err := d.Cmd.Start(); err != nil {
+	killWithStarter(d.Cmd)
+	started := make(chan error, 1)
+	go func() {
+		// Never unlocked: when this goroutine returns (after Stop), its
+		// thread exits, and with it the parent-death signal's trigger.
+		runtime.LockOSThread()
+		err := d.Cmd.Start()
+		started <- err
+		if err == nil {
+			<-d.stopped
+		}
+	}()
+	if err := <-started; err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(d.Stop)
@@ -110,6 +135,9 @@ func (d *Daemon) Stop() {
 	if d.Cmd.ProcessState == nil && d.Cmd.Process != nil {
 		_ = d.Cmd.Process.Kill()
 		_ = d.Cmd.Wait()
+	}
+	if d.stopped != nil {
+		d.stopOnce.Do(func() { close(d.stopped) })
 	}
 }
 
