@@ -58,6 +58,8 @@ test('openai: responses.stream gives the standard events in order and finalRespo
     model: GOOD_ROUTE,
     input: JSON.stringify({ text: TEXT }),
     text: { format: { type: 'json_schema', name: 'sentiment', schema, strict: true } },
+    metadata: { ticket: 'T-42' },
+    top_p: 0.9,
   });
   const events = [];
   for await (const ev of stream) {
@@ -78,10 +80,12 @@ test('openai: responses.stream gives the standard events in order and finalRespo
   assert.deepEqual(JSON.parse(final.output_text), GOOD);
   assert.equal(final.usage.total_tokens, 60);
   assert.equal(final.contract.route, GOOD_ROUTE);
-  // The members the SDK's Response type declares, which contractd fills in.
+  // The members the SDK's Response type declares, which contractd fills in:
+  // metadata and top_p as the client sent them, temperature as the accepted
+  // attempt used it (the route's 0.7), instructions null (never sent upstream).
   assert.deepEqual(
     [final.tools, final.tool_choice, final.parallel_tool_calls, final.instructions, final.metadata, final.temperature, final.top_p],
-    [[], 'none', false, null, null, null, null],
+    [[], 'none', false, null, { ticket: 'T-42' }, 0.7, 0.9],
   );
 });
 
