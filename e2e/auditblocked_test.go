@@ -25,7 +25,6 @@ import (
 // logged or counted).
 func TestAuditBlockedSinkHoldsUpOneRequest(t *testing.T) {
 	t.Parallel()
-	up := newUpstream(t, byModel)
 	dir := t.TempDir()
 	fifo := filepath.Join(dir, "audit.fifo")
 	if err := unix.Mkfifo(fifo, 0o600); err != nil {
@@ -42,9 +41,7 @@ func TestAuditBlockedSinkHoldsUpOneRequest(t *testing.T) {
 	if _, err := unix.FcntlInt(r.Fd(), unix.F_SETPIPE_SZ, 4096); err != nil {
 		t.Fatal(err)
 	}
-	cfg := writeConfig(t, dir, edited(t, renderConfig(cfgOpts{upstream: up.URL()}), "sink: stdout",
-		"sink: file\n  path: audit.fifo"))
-	d := startDaemon(t, cfg, baseEnv())
+	_, d := serveAudit(t, dir, "sink: file\n  path: audit.fifo")
 
 	send := func(text string, timeout time.Duration) (*http.Response, error) {
 		req, _ := http.NewRequest(http.MethodPost, d.BaseURL()+"/chat/completions",

@@ -13,10 +13,7 @@ import (
 // going missing. Before, the log line was the only trace: no metric.
 func TestAuditWriteFailureCounted(t *testing.T) {
 	t.Parallel()
-	up := newUpstream(t, byModel)
-	dir := t.TempDir()
-	cfg := writeConfig(t, dir, edited(t, renderConfig(cfgOpts{upstream: up.URL()}), "sink: stdout", "sink: file\n  path: /dev/full"))
-	d := startDaemon(t, cfg, baseEnv())
+	_, d := serveAudit(t, t.TempDir(), "sink: file\n  path: /dev/full")
 	if n := d.metricValue(t, "contractd_audit_write_errors_total"); n != 0 {
 		t.Fatalf("contractd_audit_write_errors_total at start: %d, want 0 (-1: missing)", n)
 	}

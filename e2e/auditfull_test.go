@@ -23,12 +23,9 @@ import (
 // restart (checked on a 2 MB tmpfs filled with dd: the same glued line).
 func TestAuditLineAfterFullDiskIsWhole(t *testing.T) {
 	t.Parallel()
-	up := newUpstream(t, byModel)
 	dir := t.TempDir()
 	auditPath := filepath.Join(dir, "audit.jsonl")
-	cfg := writeConfig(t, dir, edited(t, renderConfig(cfgOpts{upstream: up.URL()}), "sink: stdout",
-		"sink: file\n  path: audit.jsonl\n  include_content: true"))
-	d := startDaemon(t, cfg, baseEnv())
+	cfg, d := serveAudit(t, dir, "sink: file\n  path: audit.jsonl\n  include_content: true")
 
 	ok := func(text string) string {
 		t.Helper()

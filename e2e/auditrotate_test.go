@@ -16,12 +16,9 @@ import (
 // until a restart (nothing logged or counted).
 func TestAuditReopenedAfterRotation(t *testing.T) {
 	t.Parallel()
-	up := newUpstream(t, byModel)
 	dir := t.TempDir()
 	auditPath := filepath.Join(dir, "audit.jsonl")
-	cfg := writeConfig(t, dir, edited(t, renderConfig(cfgOpts{upstream: up.URL()}), "sink: stdout",
-		"sink: file\n  path: audit.jsonl"))
-	d := startDaemon(t, cfg, baseEnv())
+	_, d := serveAudit(t, dir, "sink: file\n  path: audit.jsonl")
 	ok := func(text string) string {
 		t.Helper()
 		resp, body := post(t, d, reviewBody("review-sentiment", text))

@@ -506,6 +506,17 @@ func renderConfig(o cfgOpts) string {
 	return s + o.routes
 }
 
+// serveAudit starts contractd on a byModel fake upstream with the base
+// config written to dir/contractd.yaml, its audit sink given by sink (YAML
+// lines in place of "sink: stdout"; a relative path is dir's), and returns
+// the config's path (to start it again) and the daemon.
+func serveAudit(t *testing.T, dir, sink string) (string, *daemon) {
+	t.Helper()
+	up := newUpstream(t, byModel)
+	cfg := writeConfig(t, dir, edited(t, renderConfig(cfgOpts{upstream: up.URL()}), "sink: stdout", sink))
+	return cfg, startDaemon(t, cfg, baseEnv())
+}
+
 // serveBase starts contractd on a byModel fake upstream with the base
 // config written to dir/contractd.yaml.
 func serveBase(t *testing.T, dir string) (*fakeUpstream, *daemon) {
