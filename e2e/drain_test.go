@@ -115,7 +115,6 @@ func TestMaxConnectionsLeavesAdminAlone(t *testing.T) {
 func startOneConnection(t *testing.T) *daemon {
 	t.Helper()
 	up := newUpstream(t, byModel)
-	text := edited(t, renderConfig(cfgOpts{upstream: up.URL()}), "  admin_listen: 127.0.0.1:0\n",
-		"  admin_listen: 127.0.0.1:0\n  max_connections: 1\n")
+	text := renderConfig(cfgOpts{upstream: up.URL(), server: "  max_connections: 1\n"})
 	return startDaemon(t, writeConfig(t, t.TempDir(), text), baseEnv())
 }

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"net"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -38,8 +37,8 @@ func TestSIGHUPWhileStarting(t *testing.T) {
 		}
 	}()
 	up := newUpstream(t, byModel)
-	cfg := strings.Replace(renderConfig(cfgOpts{upstream: up.URL()}), "  api_keys_env: CONTRACTD_API_KEYS\n",
-		"  api_keys_env: CONTRACTD_API_KEYS\n  rate_limit: {requests_per_second: 5, burst: 5, store: redis, redis_url_env: RL_REDIS_URL, timeout: 1s}\n", 1)
+	cfg := renderConfig(cfgOpts{upstream: up.URL(),
+		server: "  rate_limit: {requests_per_second: 5, burst: 5, store: redis, redis_url_env: RL_REDIS_URL, timeout: 1s}\n"})
 	env := baseEnv()
 	env["RL_REDIS_URL"] = "redis://" + ln.Addr().String() + "/0"
 	path := writeConfig(t, t.TempDir(), cfg)

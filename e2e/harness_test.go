@@ -494,26 +494,44 @@ var inlineSchema = regexp.MustCompile(`(?s)\n    schema:\n.*?\n    extraction:`)
 
 type cfgOpts struct {
 	upstream string
+	server   string // more server keys (YAML lines "  key: value\n")
+	audit    string // the audit keys in place of "sink: stdout" ("": that one)
 	routes   string // extra route entries (YAML list items, 2-space indented)
 	schema   string // "" for the inline schema; else the value of schema_file
 }
 
 func renderConfig(o cfgOpts) string {
 	s := strings.ReplaceAll(baseConfig, "@UPSTREAM@", o.upstream)
+	if o.server != "" {
+		s = mustReplace(s, "\nserver:\n", "\nserver:\n"+o.server)
+	}
+	if o.audit != "" {
+		s = mustReplace(s, "\naudit:\n  sink: stdout\n", "\naudit:\n  "+o.audit+"\n")
+	}
 	if o.schema != "" {
 		s = inlineSchema.ReplaceAllLiteralString(s, "\n    schema_file: "+o.schema+"\n    extraction:")
 	}
 	return s + o.routes
 }
 
+// mustReplace is s with its first old replaced by new; it panics when s
+// has no old (the base config has moved: a knob that silently did nothing
+// would leave its test proving nothing).
+func mustReplace(s, old, new string) string {
+	if !strings.Contains(s, old) {
+		panic(fmt.Sprintf("e2e: the base config has no %q", old))
+	}
+	return strings.Replace(s, old, new, 1)
+}
+
 // serveAudit starts contractd on a byModel fake upstream with the base
-// config written to dir/contractd.yaml, its audit sink given by sink (YAML
-// lines in place of "sink: stdout"; a relative path is dir's), and returns
-// the config's path (to start it again) and the daemon.
+// config written to dir/contractd.yaml, its audit sink given by sink
+// (cfgOpts.audit; a relative path is dir's), and returns the config's path
+// (to start it again) and the daemon.
 func serveAudit(t *testing.T, dir, sink string) (string, *daemon) {
 	t.Helper()
 	up := newUpstream(t, byModel)
-	cfg := writeConfig(t, dir, edited(t, renderConfig(cfgOpts{upstream: up.URL()}), "sink: stdout", sink))
+	cfg := writeConfig(t, dir, renderConfig(cfgOpts{upstream: up.URL(), audit: sink}))
 	return cfg, startDaemon(t, cfg, baseEnv())
 }
 

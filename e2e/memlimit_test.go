@@ -16,9 +16,8 @@ func TestMemoryLimitApplied(t *testing.T) {
 	t.Parallel()
 	up := newUpstream(t, byModel)
 	dir := t.TempDir()
-	base := renderConfig(cfgOpts{upstream: up.URL()})
 	with := func(v string) string {
-		return edited(t, base, "  request_timeout: 20s\n", "  request_timeout: 20s\n  memory_limit: "+v+"\n")
+		return renderConfig(cfgOpts{upstream: up.URL(), server: "  memory_limit: " + v + "\n"})
 	}
 	cfg := writeConfig(t, dir, with("256MiB"))
 	d := startDaemon(t, cfg, baseEnv())

@@ -13,8 +13,7 @@ import (
 func TestOfflineCommandsNeedNoServerSecrets(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	text := edited(t, renderConfig(cfgOpts{upstream: "http://127.0.0.1:9/v1"}), "  api_keys_env: CONTRACTD_API_KEYS\n",
-		"  api_keys_env: CONTRACTD_API_KEYS\n  admin_keys_env: OFFLINE_E2E_ADMIN_KEYS\n") +
+	text := renderConfig(cfgOpts{upstream: "http://127.0.0.1:9/v1", server: "  admin_keys_env: OFFLINE_E2E_ADMIN_KEYS\n"}) +
 		"\nreview:\n  webhook:\n    url: https://hooks.example/x\n    secret_env: OFFLINE_E2E_HOOK_SECRET\n"
 	cfg := writeConfig(t, dir, text)
 	out := filepath.Join(dir, "out.json")

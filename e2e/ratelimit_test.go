@@ -16,8 +16,8 @@ import (
 func TestRateLimitRedisRealBinary(t *testing.T) {
 	up := newUpstream(t, byModel)
 	rs := testkit.StartRedis(t, 0)
-	cfg := strings.Replace(renderConfig(cfgOpts{upstream: up.URL()}), "  api_keys_env: CONTRACTD_API_KEYS\n",
-		"  api_keys_env: CONTRACTD_API_KEYS\n  rate_limit: {requests_per_second: 0.2, burst: 2, store: redis, redis_url_env: RL_REDIS_URL, timeout: 1s}\n", 1)
+	cfg := renderConfig(cfgOpts{upstream: up.URL(),
+		server: "  rate_limit: {requests_per_second: 0.2, burst: 2, store: redis, redis_url_env: RL_REDIS_URL, timeout: 1s}\n"})
 	env := baseEnv()
 	env["RL_REDIS_URL"] = rs.URL
 	path := writeConfig(t, t.TempDir(), cfg)

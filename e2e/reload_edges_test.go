@@ -194,8 +194,8 @@ func TestReloadRefusedWhenAuditCannotOpen(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	up, d := serveBase(t, dir)
-	next := edited(t, renderConfig(cfgOpts{upstream: up.URL(), routes: extraRoute("review-unaudited", "fake-neutral")}),
-		"audit:\n  sink: stdout", "audit:\n  sink: file\n  path: no-such-dir/audit.jsonl")
+	next := renderConfig(cfgOpts{upstream: up.URL(), audit: "sink: file\n  path: no-such-dir/audit.jsonl",
+		routes: extraRoute("review-unaudited", "fake-neutral")})
 	m := wantReloadRefused(t, d, dir, next, "review-unaudited", "a reload to an audit file that cannot be opened")
 	if e, _ := m["error"].(string); !strings.Contains(e, "no-such-dir") {
 		t.Errorf("refused reload logged %v, want the audit path named", m)

@@ -143,8 +143,7 @@ func TestReloadNeverDropsAdminAuth(t *testing.T) {
 	up := newUpstream(t, byModel)
 	dir := t.TempDir()
 	base := renderConfig(cfgOpts{upstream: up.URL()})
-	keyed := edited(t, base, "  api_keys_env: CONTRACTD_API_KEYS\n",
-		"  api_keys_env: CONTRACTD_API_KEYS\n  admin_keys_env: CONTRACTD_ADMIN_KEYS\n")
+	keyed := renderConfig(cfgOpts{upstream: up.URL(), server: "  admin_keys_env: CONTRACTD_ADMIN_KEYS\n"})
 	env := baseEnv()
 	env["CONTRACTD_ADMIN_KEYS"] = "e2e-admin-key"
 	d := startDaemon(t, writeConfig(t, dir, keyed), env)

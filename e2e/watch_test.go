@@ -44,8 +44,7 @@ func TestReloadWatchesOnlyItsFiles(t *testing.T) {
 
 	// Audit to a file beside the config, and log warnings only.
 	auditPath := filepath.Join(dir, "audit.jsonl")
-	next := edited(t, renderConfig(cfgOpts{upstream: up.URL()}), "audit:\n  sink: stdout", "audit:\n  sink: file\n  path: audit.jsonl")
-	next = edited(t, next, "server:\n", "server:\n  log_level: warn\n")
+	next := renderConfig(cfgOpts{upstream: up.URL(), server: "  log_level: warn\n", audit: "sink: file\n  path: audit.jsonl"})
 	writeConfig(t, dir, next)
 	if _, ok := d.logLine(reloadWindow+time.Second, reloaded("file")); !ok {
 		t.Fatal("no reload after the config changed")
