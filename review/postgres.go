@@ -562,7 +562,7 @@ func (s *Postgres) Resolve(ctx context.Context, id string, r Resolve) (*Item, er
 			WHERE id = $4 AND status = 'pending' RETURNING `+itemColumns+`, request`,
 			string(r.Status), r.At.UnixNano(), string(res), id), true)
 		if errors.Is(err, pgx.ErrNoRows) {
-			return nil, pgMissingOrResolved(ctx, tx, id)
+			return nil, missingOrResolved(tx.QueryRow(ctx, `SELECT count(*) FROM reviews WHERE id = $1`, id))
 		}
 		if err != nil {
 			return nil, err
@@ -604,17 +604,6 @@ func (s *Postgres) itemTx(ctx context.Context, op, id string, fn func(context.Co
 		return nil, fmt.Errorf("review store: %s %s: %w", op, id, err)
 	}
 	return it, nil
-}
-
-func pgMissingOrResolved(ctx context.Context, tx pgx.Tx, id string) error {
-	var n int
-	if err := tx.QueryRow(ctx, `SELECT count(*) FROM reviews WHERE id = $1`, id).Scan(&n); err != nil {
-		return err
-	}
-	if n == 0 {
-		return ErrNotFound
-	}
-	return ErrAlreadyResolved
 }
 
 // pgAppend adds attempts to a pending item, holding its row lock until the

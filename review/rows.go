@@ -51,6 +51,20 @@ type rows interface {
 	Err() error
 }
 
+// missingOrResolved is why the conditional update of a pending item
+// changed no row, from count, the row of the number of items with its id:
+// ErrNotFound when there is none, ErrAlreadyResolved when it is there.
+func missingOrResolved(count scanner) error {
+	var n int
+	if err := count.Scan(&n); err != nil {
+		return err
+	}
+	if n == 0 {
+		return ErrNotFound
+	}
+	return ErrAlreadyResolved
+}
+
 // eachItem calls fn for every item row (itemColumns, no request).
 func eachItem(rs rows, fn func(*Item) error) error {
 	for rs.Next() {

@@ -816,7 +816,7 @@ func (s *SQLite) Resolve(ctx context.Context, id string, r Resolve) (*Item, erro
 		return nil, err
 	}
 	if n, _ := out.RowsAffected(); n == 0 {
-		return nil, missingOrResolved(ctx, tx, id)
+		return nil, missingOrResolved(tx.QueryRowContext(ctx, `SELECT count(*) FROM reviews WHERE id = ?`, id))
 	}
 	if _, err := tx.ExecContext(ctx, `UPDATE review_rules SET status = ? WHERE review_id = ?`, string(r.Status), id); err != nil {
 		return nil, err
@@ -831,17 +831,6 @@ func (s *SQLite) Resolve(ctx context.Context, id string, r Resolve) (*Item, erro
 		}
 	}
 	return it, tx.Commit()
-}
-
-func missingOrResolved(ctx context.Context, tx *sql.Tx, id string) error {
-	var n int
-	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM reviews WHERE id = ?`, id).Scan(&n); err != nil {
-		return err
-	}
-	if n == 0 {
-		return ErrNotFound
-	}
-	return ErrAlreadyResolved
 }
 
 func (s *SQLite) appendTx(ctx context.Context, tx *sql.Tx, id string, atts []Attempt) (*Item, error) {
