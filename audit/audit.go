@@ -333,9 +333,10 @@ func Discards(sink Sink) bool {
 type Switch struct {
 	cur atomic.Pointer[Sink]
 	mu  sync.Mutex // Reopen's
-	// sink and path name the current sink (mu).
-	sink SinkKind
-	path string
+	// sink and path name the current sink (mu); closed: Close ran (mu).
+	sink   SinkKind
+	path   string
+	closed bool
 	// failed counts lines the destination refused (a full disk, a closed
 	// stdout, a write blocked past BlockedAfter): the request was answered
 	// all the same, without its line.
@@ -360,23 +361,70 @@ func NewSwitch(sink SinkKind, path string) (*Switch, error) {
 // Reopen points the switch at sink and path when they differ from the
 // current ones, or when path no longer names the file being written (moved
 // away by a log rotation, removed, replaced): changed reports whether it
-// opened a sink. On error the current sink stays.
+// opened a sink. On error the current sink stays. The old sink is closed
+// after the switch's lock is released: a close that waits for a write
+// holds up neither writes nor a Follow.
 func (s *Switch) Reopen(sink SinkKind, path string) (changed bool, err error) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	if s.closed {
+		s.mu.Unlock()
+		return false, errClosed
+	}
+	cur := s.cur.Load()
 	if s.sink == sink && (sink != SinkFile || s.path == path) {
-		ws, ok := (*s.cur.Load()).(*writerSink)
+		ws, ok := (*cur).(*writerSink)
 		if !ok || sink != SinkFile || !ws.moved(path) {
+			s.mu.Unlock()
 			return false, nil
 		}
 	}
-	next, err := New(sink, path)
+	old, err := s.openLocked(cur, sink, path)
+	s.mu.Unlock()
 	if err != nil {
 		return false, err
 	}
-	old := *s.cur.Swap(&next)
-	s.sink, s.path = sink, path
 	return true, old.Close()
+}
+
+// openLocked opens sink at path and makes it current in place of cur
+// (s.mu held), returning cur's sink for the caller to close.
+func (s *Switch) openLocked(cur *Sink, sink SinkKind, path string) (Sink, error) {
+	next, err := New(sink, path)
+	if err != nil {
+		return nil, err
+	}
+	s.cur.Store(&next)
+	s.sink, s.path = sink, path
+	return *cur, nil
+}
+
+// Follow reopens the file sink when its path no longer names the file
+// being written (moved away by a log rotation without a reload, removed,
+// replaced), as a reload would: serve calls it once a second, so the trail
+// at audit.path goes on without a SIGHUP. Lines written meanwhile went to
+// the moved file, whole. path is the sink's path; opened reports whether
+// it opened the file anew. On error the current sink stays. The path is
+// checked without the switch's lock, so a stat that hangs (a hung mount)
+// holds up neither a reload nor a write.
+func (s *Switch) Follow() (path string, opened bool, err error) {
+	s.mu.Lock()
+	cur, sink, path, closed := s.cur.Load(), s.sink, s.path, s.closed
+	s.mu.Unlock()
+	ws, ok := (*cur).(*writerSink)
+	if closed || sink != SinkFile || !ok || !ws.moved(path) {
+		return path, false, nil
+	}
+	s.mu.Lock()
+	if s.closed || s.cur.Load() != cur { // a reload or Close came first
+		s.mu.Unlock()
+		return path, false, nil
+	}
+	old, err := s.openLocked(cur, sink, path)
+	s.mu.Unlock()
+	if err != nil {
+		return path, false, err
+	}
+	return path, true, old.Close()
 }
 
 // Discards reports whether the current sink drops every event.
@@ -412,8 +460,10 @@ func (s *Switch) WriteResolved(ev *ResolvedEvent) error {
 	})
 }
 
+// Close closes the current sink; Reopen and Follow open none after it.
 func (s *Switch) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.closed = true
 	return (*s.cur.Load()).Close()
 }

@@ -476,3 +476,87 @@ func TestSwitchReopen(t *testing.T) {
 		t.Errorf("%d lines in the files, %d written", len(seen), len(written))
 	}
 }
+
+// TestSwitchFollow: Follow does nothing while audit.path names the file
+// being written; once the file is moved away it opens a new one at the
+// path, and the moved file keeps what was written before; a path that
+// cannot be opened keeps the current sink; after Close it opens nothing.
+func TestSwitchFollow(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "audit.jsonl")
+	s, err := audit.NewSwitch(audit.SinkFile, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	write := func(id string) {
+		t.Helper()
+		if err := s.Write(sample(id)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	follow := func(want bool) {
+		t.Helper()
+		path, opened, err := s.Follow()
+		if path != p || opened != want || err != nil {
+			t.Fatalf("Follow: %q, opened %v, %v; want %q, opened %v", path, opened, err, p, want)
+		}
+	}
+	ids := func(path string) string {
+		t.Helper()
+		var got []string
+		for _, line := range strings.Split(strings.TrimSuffix(readAll(t, path), "\n"), "\n") {
+			var ev audit.Event
+			if err := json.Unmarshal([]byte(line), &ev); err != nil {
+				t.Fatalf("%s: line %q: %v", path, line, err)
+			}
+			got = append(got, ev.RequestID)
+		}
+		return strings.Join(got, " ")
+	}
+	write("a")
+	follow(false)
+	if err := os.Rename(p, p+".1"); err != nil {
+		t.Fatal(err)
+	}
+	write("b") // moved, not yet followed: to the moved file
+	follow(true)
+	follow(false)
+	write("c")
+	if got := ids(p + ".1"); got != "a b" {
+		t.Errorf("moved file: %s, want a b", got)
+	}
+	if got := ids(p); got != "c" {
+		t.Errorf("audit.path: %s, want c", got)
+	}
+
+	// The directory gone: the file cannot be opened again, the lines go
+	// on to the open (unlinked) file, and Follow says why each time.
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	if _, opened, err := s.Follow(); opened || err == nil {
+		t.Fatalf("Follow with the directory gone: opened %v, %v", opened, err)
+	}
+	write("d")
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if _, opened, err := s.Follow(); opened || err != nil {
+		t.Fatalf("Follow after Close: opened %v, %v", opened, err)
+	}
+	if _, err := os.Stat(p); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a file at audit.path after Close: %v", err)
+	}
+}
+
+func readAll(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}

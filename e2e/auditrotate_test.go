@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -64,6 +65,84 @@ func TestAuditReopenedAfterRotation(t *testing.T) {
 	reload()
 	if id := ok("After the removal."); !holds(auditPath, id) {
 		t.Fatalf("no line of %s at audit.path after its removal and SIGHUP", id)
+	}
+	if n := d.metricValue(t, "contractd_audit_write_errors_total"); n != 0 {
+		t.Errorf("contractd_audit_write_errors_total: %d, want 0", n)
+	}
+}
+
+// Moved or removed without a reload (logrotate without postrotate, an
+// operator's mv or rm): serve notices within about a second that
+// audit.path no longer names the file it writes and opens a new one there,
+// logging 'audit sink opened'; the lines written meanwhile are whole in
+// the moved file. Before, the lines went on to the moved file, or to an
+// unlinked inode after a removal, until a reload or restart, with nothing
+// logged or counted.
+func TestAuditFollowsMoveWithoutReload(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	auditPath := filepath.Join(dir, "audit.jsonl")
+	_, d := serveAudit(t, dir, "sink: file\n  path: audit.jsonl")
+	ok := func(text string) string {
+		t.Helper()
+		resp, body := post(t, d, reviewBody("review-sentiment", text))
+		if resp.StatusCode != 200 {
+			t.Fatalf("status %d: %s", resp.StatusCode, body)
+		}
+		return resp.Header.Get("X-Request-Id")
+	}
+	holds := func(path, id string) bool {
+		b, err := os.ReadFile(path)
+		return err == nil && strings.Contains(string(b), id)
+	}
+	// followed sends requests until one's line is at audit.path (at most
+	// 10 s) and returns the ids of those whose lines are not.
+	followed := func(what string) []string {
+		t.Helper()
+		var before []string
+		end := time.Now().Add(10 * time.Second)
+		for {
+			id := ok(what)
+			if holds(auditPath, id) {
+				return before
+			}
+			before = append(before, id)
+			if time.Now().After(end) {
+				t.Fatalf("%s: no line at audit.path after 10 s without a reload", what)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	opened := msgIs("audit sink opened")
+
+	first := ok("Before the move.")
+	if err := os.Rename(auditPath, auditPath+".1"); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range append(followed("After the move."), first) {
+		if !holds(auditPath+".1", id) {
+			t.Errorf("line of %s neither at audit.path nor in the moved file", id)
+		}
+	}
+	if n := d.countLog(opened); n != 1 {
+		t.Errorf("%d 'audit sink opened' lines after the move, want 1", n)
+	}
+	if err := os.Remove(auditPath); err != nil {
+		t.Fatal(err)
+	}
+	followed("After the removal.")
+	if n := d.countLog(opened); n != 2 {
+		t.Errorf("%d 'audit sink opened' lines after the removal, want 2", n)
+	}
+	if d.countLog(msgIs("config reloaded")) != 0 {
+		t.Error("a reload ran; the test is of a move without one")
+	}
+	for _, p := range []string{auditPath, auditPath + ".1"} {
+		for i, line := range strings.Split(strings.TrimSuffix(readFile(t, p), "\n"), "\n") {
+			if !json.Valid([]byte(line)) {
+				t.Errorf("%s line %d is not whole JSON: %q", p, i+1, line)
+			}
+		}
 	}
 	if n := d.metricValue(t, "contractd_audit_write_errors_total"); n != 0 {
 		t.Errorf("contractd_audit_write_errors_total: %d, want 0", n)

@@ -222,6 +222,9 @@ func serve(ctx context.Context, path string, rt *config.Runtime, logger *slog.Lo
 		return err
 	}
 	defer sink.Close()
+	fctx, stopFollow := context.WithCancel(context.Background())
+	defer stopFollow() // before sink.Close: deferred calls run last first
+	go followAudit(fctx, sink, auditFollowEvery, logger)
 	tel, metrics, shutdownTel, err := setupTelemetry(ctx, logger)
 	if err != nil {
 		return err
@@ -430,6 +433,42 @@ func serve(ctx context.Context, path string, rt *config.Runtime, logger *slog.Lo
 	}
 	logger.Info("stopped")
 	return nil
+}
+
+// auditFollowEvery is how often serve checks that audit.path still names
+// the file the audit sink writes.
+const auditFollowEvery = time.Second
+
+// followAudit reopens the audit file every tick when audit.path no longer
+// names the file being written (rotated away without a reload, removed),
+// logging 'audit sink opened' as a reload does; a file that cannot be
+// opened is logged once until it can (the lines go on to the moved file
+// meanwhile). It runs apart from the requests and the reloads: a stat or
+// close that hangs holds up only the following.
+func followAudit(ctx context.Context, sw *audit.Switch, every time.Duration, logger *slog.Logger) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	var failing string // the error last logged, until a success
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		path, opened, err := sw.Follow()
+		if opened {
+			failing = ""
+			logger.Info("audit sink opened", "sink", string(audit.SinkFile), "path", path, "trigger", "moved")
+		}
+		switch {
+		case err == nil:
+		case opened:
+			logger.Warn("audit file moved away: closing it failed", "path", path, "error", err.Error())
+		case err.Error() != failing:
+			failing = err.Error()
+			logger.Error("audit.path no longer names the audit file and cannot be opened; lines go to the moved file", "path", path, "error", err.Error())
+		}
+	}
 }
 
 // reloadWatch is what triggers a reload: SIGHUP and config file changes.
