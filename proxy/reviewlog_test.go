@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"net/http"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/contractd/contractd/internal/testkit"
 	"github.com/contractd/contractd/review"
@@ -88,3 +90,51 @@ func TestReviewStoreErrorLogsRequestID(t *testing.T) {
 }
 
 func ptrTo[T any](v T) *T { return &v }
+
+// TestCancelledPollLogsNothing: a client that gives up a long poll
+// (GET /v1/reviews/{id}?wait=) before the item is resolved is not a review
+// store failure. The read after the wait ran on the gone request's context,
+// failed with "context canceled", and was logged at ERROR as "review store
+// read failed" (with a 503 to nobody): the session 14 soak logged one such
+// line per cancelled poll, an error alert fed by ordinary client timeouts.
+// Now the client's leaving answers 499, as elsewhere, and logs nothing; the
+// waiter is unsubscribed.
+func TestCancelledPollLogsNothing(t *testing.T) {
+	rh := newReviewHarness(t)
+	logs := &testkit.SyncBuffer{}
+	rh.srv.Logger = slog.New(slog.NewJSONHandler(logs, nil))
+	id := rh.needsReview(classifyReq)
+	hub := rh.q.Notifier.(*review.Hub)
+	for range 5 {
+		ctx, cancel := context.WithCancel(context.Background())
+		req, err := http.NewRequestWithContext(ctx, "GET", rh.front.URL+"/v1/reviews/"+id+"?wait=30s", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+clientKey)
+		done := make(chan error, 1)
+		go func() {
+			resp, err := rh.client.Do(req)
+			if err == nil {
+				resp.Body.Close()
+			}
+			done <- err
+		}()
+		if !testkit.WaitFor(5*time.Second, 5*time.Millisecond, func() bool { return hub.Waiting() == 1 }) {
+			t.Fatal("the poll never subscribed")
+		}
+		cancel()
+		if err := <-done; !errors.Is(err, context.Canceled) {
+			t.Fatalf("poll: %v, want the client's cancel", err)
+		}
+		if !testkit.WaitFor(5*time.Second, 5*time.Millisecond, func() bool { return hub.Waiting() == 0 }) {
+			t.Fatal("the cancelled poll is still subscribed")
+		}
+	}
+	// Close waits for every handler to return: each has written its log
+	// lines by then.
+	rh.front.Close()
+	if s := logs.String(); strings.Contains(s, "review store read failed") || strings.Contains(s, `"level":"ERROR"`) {
+		t.Fatalf("cancelled polls logged an error:\n%s", s)
+	}
+}

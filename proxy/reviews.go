@@ -539,6 +539,10 @@ func (s *Server) getReview(w http.ResponseWriter, r *http.Request) {
 	case errors.Is(err, errStoreNotOpen):
 		// Not a failed read: the open's failures are logged by Run.
 		writeError(w, errStoreDown)
+	case err != nil && r.Context().Err() != nil:
+		// The client left (a long poll given up): the read was cut
+		// short by its leaving, not by the store. Nobody reads this.
+		writeError(w, errClientClosed())
 	case err != nil:
 		s.Logger.Error("review store read failed", "request_id", w.Header().Get("X-Request-Id"), "error", err.Error())
 		writeError(w, errStoreDown)
