@@ -67,6 +67,7 @@ type clusterOpts struct {
 	hook      string   // webhook URL ("" for none)
 	env       []string // extra KEY=VALUE for every replica
 	rateLimit string   // server.rate_limit as a YAML flow map ("" for none)
+	dsn       string   // the PostgreSQL ("": the shared one, a fresh schema)
 }
 
 // startCluster writes one config per replica (each its own directory, so
@@ -74,7 +75,10 @@ type clusterOpts struct {
 // database schema: the migrations must cope with replicas starting together.
 func startCluster(t testing.TB, n int, o clusterOpts) *cluster {
 	t.Helper()
-	dsn := testkit.PostgresDSN(t)
+	dsn := o.dsn
+	if dsn == "" {
+		dsn = testkit.PostgresDSN(t)
+	}
 	env := baseEnv()
 	for _, kv := range o.env {
 		k, v, _ := strings.Cut(kv, "=")

@@ -138,3 +138,27 @@ func TestCancelledPollLogsNothing(t *testing.T) {
 		t.Fatalf("cancelled polls logged an error:\n%s", s)
 	}
 }
+
+// An item spooled because the store failed is answered from the spool
+// while the store's reads fail too (a store down, or hung past its
+// deadline): the client the 422 told to poll it gets it, pending, not 503
+// review_store_unavailable for the whole outage; the reviewer's GET too.
+func TestSpooledItemReadWhileTheStoreFails(t *testing.T) {
+	rh := newReviewHarness(t)
+	rs := &readFaultStore{faultStore: rh.store}
+	rh.q.store.Store(ptrTo[review.Store](rs))
+	rh.store.fail.Store(true)
+	rs.fail.Store(true)
+	id := rh.needsReview(classifyReq)
+	if !rh.q.Spool.Pending() {
+		t.Fatal("the 422 was not spooled")
+	}
+	for _, c := range []struct{ path, key string }{{"/v1/reviews/" + id, clientKey}, {"/admin/reviews/" + id, adminKey}} {
+		r := rh.call("GET", c.path, "", c.key)
+		if r.Status != 200 || r.JSON["id"] != id || r.JSON["status"] != "pending" {
+			t.Fatalf("GET %s while the store fails: %d %s", c.path, r.Status, r.Body)
+		}
+	}
+	// An item that is in neither still gets the store's failure.
+	wantError(t, rh.call("GET", "/v1/reviews/req_elsewhere", "", clientKey), 503, "server_error", "review_store_unavailable", nil)
+}

@@ -302,8 +302,18 @@ func (q *ReviewQueue) warnLookup(err error) {
 func (q *ReviewQueue) get(ctx context.Context, id string) (*review.Item, error) {
 	if st := q.Store(); st != nil {
 		it, err := st.Get(ctx, id)
+		if err == nil {
+			return it, nil
+		}
 		if !errors.Is(err, review.ErrNotFound) {
-			return it, err
+			// The store failed (down, or hung past its deadline): an
+			// item still in the spool is answered from it, as before the
+			// store opened. It answered 503 for the whole outage to the
+			// very client the 422 had told to poll it.
+			if it, ok := q.Spool.Get(id); ok {
+				return it, nil
+			}
+			return nil, err
 		}
 	}
 	if it, ok := q.Spool.Get(id); ok {

@@ -15,7 +15,15 @@ import (
 // into the store by Drain once it accepts writes again.
 type Spool struct {
 	Path string
-	mu   sync.Mutex
+	// mu guards the file: Append, and Drain's read and its removal of
+	// what it moved. Drain's store calls run without it: a store that
+	// hangs held every 422 being spooled meanwhile for as long as the
+	// store's deadline (up to 15 s for a 422 that had waited 5 s for its
+	// own write), for the write that had already failed.
+	mu sync.Mutex
+	// draining lets one Drain run at a time (serve's retry loop and
+	// Close's last drain).
+	draining sync.Mutex
 }
 
 // spoolLine is an item with what its JSON shape leaves out but the store
@@ -84,15 +92,19 @@ func tornTail(f *os.File) (bool, error) {
 	return last[0] != '\n', nil
 }
 
-// Drain moves every spooled item into st and removes the spool when all
-// went in. Items already in the store (a crash between insert and removal)
-// are skipped by Create. It returns the number of items moved in; on a
-// store error the spool is left whole for the next try. onCreated is
-// called for each item newly stored.
+// Drain moves every spooled item into st and removes them from the spool
+// when all went in; items appended meanwhile stay for the next drain.
+// Items already in the store (a crash between insert and removal) are
+// skipped by Create. It returns the number of items moved in; on a store
+// error the spool is left whole for the next try. onCreated is called for
+// each item newly stored. Append is not held up while the store answers
+// (or hangs until ctx's or the store's deadline).
 func (s *Spool) Drain(ctx context.Context, st Store, webhook bool, onCreated func(*Item)) (int, error) {
+	s.draining.Lock()
+	defer s.draining.Unlock()
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	b, err := os.ReadFile(s.Path)
+	s.mu.Unlock()
 	if os.IsNotExist(err) {
 		return 0, nil
 	}
@@ -121,10 +133,44 @@ func (s *Spool) Drain(ctx context.Context, st Store, webhook bool, onCreated fun
 			}
 		}
 	}
-	if err := os.Remove(s.Path); err != nil {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.removeFirst(int64(len(b))); err != nil {
 		return n, fmt.Errorf("review spool: %w", err)
 	}
 	return n, nil
+}
+
+// removeFirst removes the spool's first size bytes, those Drain moved in;
+// s.mu is held. Only Append writes meanwhile, at the end: the file is
+// removed when nothing was appended, else replaced by what was, through a
+// new file fsynced and renamed over it. A crash leaves the old spool or the
+// new one, never less: the items moved in again are skipped by Create.
+func (s *Spool) removeFirst(size int64) error {
+	b, err := os.ReadFile(s.Path)
+	if err != nil {
+		return err
+	}
+	if int64(len(b)) <= size {
+		return os.Remove(s.Path)
+	}
+	tmp := s.Path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(b[size:]); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp, s.Path)
 }
 
 // Pending reports whether the spool holds anything.

@@ -167,3 +167,88 @@ func BenchmarkSpoolGetMiss(b *testing.B) {
 		}
 	}
 }
+
+// hungStore's Create waits until release is closed (or ctx ends): a store
+// that accepts and never answers.
+type hungStore struct {
+	review.Store
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (h *hungStore) Create(ctx context.Context, it *review.Item, webhook bool) (bool, error) {
+	select {
+	case h.entered <- struct{}{}:
+	default:
+	}
+	select {
+	case <-h.release:
+	case <-ctx.Done():
+		return false, ctx.Err()
+	}
+	return h.Store.Create(ctx, it, webhook)
+}
+
+// A drain waiting on a store that hangs does not hold up Append: a 422
+// whose own write already failed is spooled at once, not after the
+// drain's store deadline (Append waited for the drain's whole Create, 10 s
+// on PostgreSQL, behind a 5 s write: a 422 answered after 15 s). What was
+// appended during the drain stays in the spool, and the next drain moves
+// it in.
+func TestSpoolAppendDuringHungDrain(t *testing.T) {
+	sp := &review.Spool{Path: filepath.Join(t.TempDir(), "review-spool.jsonl")}
+	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	if err := sp.Append(storetest.NewItem("a", "r", at)); err != nil {
+		t.Fatal(err)
+	}
+	hs := &hungStore{Store: openSQLite(t), entered: make(chan struct{}, 1), release: make(chan struct{})}
+	type result struct {
+		n   int
+		err error
+	}
+	drained := make(chan result, 1)
+	go func() {
+		n, err := sp.Drain(context.Background(), hs, false, nil)
+		drained <- result{n, err}
+	}()
+	<-hs.entered
+	appended := make(chan error, 1)
+	go func() { appended <- sp.Append(storetest.NewItem("b", "r", at)) }()
+	select {
+	case err := <-appended:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(2 * time.Second):
+		close(hs.release)
+		<-drained
+		t.Fatal("Append waited for a drain stuck on the store")
+	}
+	if _, ok := sp.Get("b"); !ok {
+		t.Fatal("item appended during the drain not in the spool")
+	}
+	close(hs.release)
+	if r := <-drained; r.err != nil || r.n != 1 {
+		t.Fatalf("drain: %d moved, %v", r.n, r.err)
+	}
+	if _, ok := sp.Get("a"); ok {
+		t.Error("the item moved in is still in the spool")
+	}
+	if _, ok := sp.Get("b"); !ok {
+		t.Fatal("the item appended during the drain was removed with the drained ones")
+	}
+	if n, err := sp.Drain(context.Background(), hs, false, nil); err != nil || n != 1 {
+		t.Fatalf("second drain: %d moved, %v", n, err)
+	}
+	if sp.Pending() {
+		t.Fatal("spool not removed after the second drain")
+	}
+	for _, id := range []string{"a", "b"} {
+		if _, err := hs.Get(context.Background(), id); err != nil {
+			t.Errorf("%s not in the store: %v", id, err)
+		}
+	}
+	if _, err := os.Stat(sp.Path + ".tmp"); !os.IsNotExist(err) {
+		t.Errorf("temporary file left beside the spool: %v", err)
+	}
+}

@@ -1,0 +1,157 @@
+package e2e
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/contractd/contractd/internal/testkit"
+)
+
+// Dependencies that hang rather than refuse: the server's processes are
+// stopped (SIGSTOP), so the kernel still accepts connections and takes the
+// bytes sent, and nothing ever answers. Each test continues what it stopped
+// (t.Cleanup), whatever its outcome.
+
+// storeHangBound is how long a call that touches a hung PostgreSQL may
+// take: the 5 s the store is given per write or read (its deadline, or a
+// new connection's connect_timeout) and slack for a loaded machine.
+const storeHangBound = 8 * time.Second
+
+// timedCall sends one request and returns its status, body and duration
+// (status 0: a transport error, in the body).
+func timedCall(c *http.Client, method, url, key, body string) (int, []byte, time.Duration) {
+	req, _ := http.NewRequest(method, url, strings.NewReader(body))
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	start := time.Now()
+	resp, err := c.Do(req)
+	if err != nil {
+		return 0, []byte(err.Error()), time.Since(start)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, b, time.Since(start)
+}
+
+// PostgreSQL hung under two replicas: the health checks answer at once,
+// 422s are spooled (stored: true) after the store's bound, each within it
+// while the spool's drain waits on the store, and their clients can read them from the
+// spool meanwhile; the reviewer API answers 503 review_store_unavailable
+// within the bound. Once the server continues, the spool moves in by
+// itself, a waiter on one replica is released by an approval on the other
+// (LISTEN/NOTIFY listens again), and after kill -9 and a restart every id
+// a client was told about is in the store.
+//
+// Before: the 422s of a hang were answered after 5, 10 and 15 s, each one
+// spooled behind the spool's drain, which held the spool's lock while it
+// waited on the hung store; and a spooled item's poll answered 503 until
+// the store came back.
+func TestPostgresHung(t *testing.T) {
+	srv := testkit.StartPostgres(t)
+	c := startCluster(t, 2, clusterOpts{upstream: newUpstream(t, byModel).URL(), dsn: srv.DSN})
+	r1, r2 := c.replica(0), c.replica(1)
+	waiting := c.newPending(t, 0)
+
+	hung := srv.Freeze(t)
+	for _, p := range []string{"/healthz", "/readyz"} {
+		if st, b, el := timedCall(c.client, "GET", "http://"+r1.Admin+p, "", ""); st != 200 || el > time.Second {
+			t.Fatalf("%s with the store hung: %d after %v: %s", p, st, el, b)
+		}
+	}
+	// One 422, then two at once while the spool's drain waits on the
+	// store: each spooled within the bound, none behind the drain.
+	var mu sync.Mutex
+	var ids []string
+	for _, n := range []int{1, 2} {
+		var wg sync.WaitGroup
+		for range n {
+			wg.Go(func() {
+				start := time.Now()
+				id, ok := badReview(c.client, r1)
+				el := time.Since(start)
+				if !ok || el > storeHangBound {
+					t.Errorf("422 with the store hung: stored %v after %v (want within %v)", ok, el.Round(time.Millisecond), storeHangBound)
+					return
+				}
+				t.Logf("422 spooled after %v", el.Round(time.Millisecond))
+				mu.Lock()
+				ids = append(ids, id)
+				mu.Unlock()
+			})
+		}
+		wg.Wait()
+	}
+	if t.Failed() {
+		return
+	}
+	spool := filepath.Join(filepath.Dir(c.cfgs[0]), "review-spool.jsonl")
+	if _, err := os.Stat(spool); err != nil {
+		t.Fatalf("no spool while the store hangs: %v", err)
+	}
+	// The client the 422 told to poll finds its item.
+	st, b, el := timedCall(c.client, "GET", r1.BaseURL()+"/reviews/"+ids[0], clientKey, "")
+	var item map[string]any
+	_ = json.Unmarshal(b, &item)
+	if st != 200 || item["id"] != ids[0] || item["status"] != "pending" || el > storeHangBound {
+		t.Fatalf("poll of a spooled item with the store hung: %d after %v: %s", st, el, b)
+	}
+	st, b, el = timedCall(c.client, "GET", "http://"+r1.Admin+"/admin/reviews", "", "")
+	if st != 503 || !strings.Contains(string(b), `"review_store_unavailable"`) || el > storeHangBound {
+		t.Fatalf("admin list with the store hung: %d after %v: %s", st, el, b)
+	}
+
+	hung.Thaw()
+	thawed := time.Now()
+	if !waitFor(20*time.Second, func() bool { _, err := os.Stat(spool); return os.IsNotExist(err) }) {
+		t.Fatalf("the spool did not move in after the store continued:\n%s", r1.stderr)
+	}
+	t.Logf("spool moved in %v after the store continued", time.Since(thawed).Round(time.Millisecond))
+
+	// A waiter on replica 2 is released by an approval on replica 1.
+	released := make(chan int, 1)
+	go func() {
+		st, _, _ := timedCall(c.client, "GET", r2.BaseURL()+"/reviews/"+waiting+"?wait=20s", clientKey, "")
+		released <- st
+	}()
+	time.Sleep(500 * time.Millisecond)
+	if st, m := c.admin(t, 0, "POST", "/admin/reviews/"+waiting+"/approve", approveBody); st != 200 {
+		t.Fatalf("approve after the store continued: %d %v", st, m)
+	}
+	approved := time.Now()
+	select {
+	case st := <-released:
+		if st != 200 {
+			t.Fatalf("waiter on replica 2: %d", st)
+		}
+		t.Logf("waiter on replica 2 released %v after the approval on replica 1", time.Since(approved).Round(time.Millisecond))
+	case <-time.After(5 * time.Second):
+		t.Fatal("waiter on replica 2 not released by an approval on replica 1 after the hang: notifications lost")
+	}
+
+	// kill -9 and a restart: every id a client was told about is there.
+	r1.signal(syscall.SIGKILL)
+	<-r1.done
+	d := startDaemon(t, c.cfgs[0], c.env)
+	c.awaitReady(t, d)
+	c.set(0, d)
+	for _, id := range ids {
+		if st, m := c.admin(t, 0, "GET", "/admin/reviews/"+id, ""); st != 200 || m["id"] != id {
+			t.Fatalf("review %s after the hang, kill -9 and a restart: %d %v", id, st, m)
+		}
+	}
+	if strings.Contains(r1.stderr.String(), srv.DSN) {
+		t.Error("the DSN reached the log")
+	}
+}
