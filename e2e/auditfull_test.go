@@ -27,14 +27,6 @@ func TestAuditLineAfterFullDiskIsWhole(t *testing.T) {
 	auditPath := filepath.Join(dir, "audit.jsonl")
 	cfg, d := serveAudit(t, dir, "sink: file\n  path: audit.jsonl\n  include_content: true")
 
-	ok := func(text string) string {
-		t.Helper()
-		resp, body := post(t, d, reviewBody("review-sentiment", text))
-		if resp.StatusCode != 200 {
-			t.Fatalf("status %d: %s", resp.StatusCode, body)
-		}
-		return resp.Header.Get("X-Request-Id")
-	}
 	size := func() int64 {
 		t.Helper()
 		fi, err := os.Stat(auditPath)
@@ -61,7 +53,7 @@ func TestAuditLineAfterFullDiskIsWhole(t *testing.T) {
 		t.Helper()
 		fileSizeLimit(uint64(size() + 100))
 		before := size()
-		ok("The disk is full now.")
+		postOK(t, d, "The disk is full now.")
 		if got := size(); got != before+100 {
 			t.Fatalf("audit file %d bytes after the cut write, want %d: no torn line to test with", got, before+100)
 		}
@@ -89,7 +81,7 @@ func TestAuditLineAfterFullDiskIsWhole(t *testing.T) {
 		return nil
 	}
 
-	lineOf(ok("The disk has room."))
+	lineOf(postOK(t, d, "The disk has room."))
 	fill()
 	if n := d.metricValue(t, "contractd_audit_write_errors_total"); n != 1 {
 		t.Errorf("contractd_audit_write_errors_total after the cut line: %d, want 1", n)
@@ -98,7 +90,7 @@ func TestAuditLineAfterFullDiskIsWhole(t *testing.T) {
 		t.Error("no 'audit write failed' line for the cut write")
 	}
 	free()
-	lineOf(ok("Space is back."))
+	lineOf(postOK(t, d, "Space is back."))
 
 	// A crash with a torn line at the file's end (cut again, then kill -9):
 	// the next contractd's first line starts on a line of its own.
@@ -106,7 +98,7 @@ func TestAuditLineAfterFullDiskIsWhole(t *testing.T) {
 	_ = d.cmd.Process.Kill()
 	<-d.done
 	d = startDaemon(t, cfg, baseEnv())
-	lineOf(ok("A new process on the torn file."))
+	lineOf(postOK(t, d, "A new process on the torn file."))
 	if n := d.metricValue(t, "contractd_audit_write_errors_total"); n != 0 {
 		t.Errorf("contractd_audit_write_errors_total of the new process: %d, want 0", n)
 	}

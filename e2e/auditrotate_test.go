@@ -20,18 +20,6 @@ func TestAuditReopenedAfterRotation(t *testing.T) {
 	dir := t.TempDir()
 	auditPath := filepath.Join(dir, "audit.jsonl")
 	_, d := serveAudit(t, dir, "sink: file\n  path: audit.jsonl")
-	ok := func(text string) string {
-		t.Helper()
-		resp, body := post(t, d, reviewBody("review-sentiment", text))
-		if resp.StatusCode != 200 {
-			t.Fatalf("status %d: %s", resp.StatusCode, body)
-		}
-		return resp.Header.Get("X-Request-Id")
-	}
-	holds := func(path, id string) bool {
-		b, err := os.ReadFile(path)
-		return err == nil && strings.Contains(string(b), id)
-	}
 	reload := func() {
 		t.Helper()
 		if !d.sighup(10*time.Second, msgIs("config reloaded")) {
@@ -39,20 +27,20 @@ func TestAuditReopenedAfterRotation(t *testing.T) {
 		}
 	}
 
-	first := ok("Before the rotation.")
+	first := postOK(t, d, "Before the rotation.")
 	if err := os.Rename(auditPath, auditPath+".1"); err != nil {
 		t.Fatal(err)
 	}
-	moved := ok("Between the move and the reload.")
+	moved := postOK(t, d, "Between the move and the reload.")
 	reload()
-	after := ok("After the rotation.")
-	if !holds(auditPath+".1", first) || !holds(auditPath+".1", moved) {
+	after := postOK(t, d, "After the rotation.")
+	if !fileHolds(auditPath+".1", first) || !fileHolds(auditPath+".1", moved) {
 		t.Errorf("the moved file lacks the lines written before the reload:\n%s", readFile(t, auditPath+".1"))
 	}
-	if !holds(auditPath, after) {
+	if !fileHolds(auditPath, after) {
 		t.Fatalf("no line of %s at audit.path after the rotation and SIGHUP", after)
 	}
-	if holds(auditPath+".1", after) {
+	if fileHolds(auditPath+".1", after) {
 		t.Error("the line after the reload went to the moved file")
 	}
 	if _, found := d.logLine(5*time.Second, msgIs("audit sink opened")); !found {
@@ -63,7 +51,7 @@ func TestAuditReopenedAfterRotation(t *testing.T) {
 		t.Fatal(err)
 	}
 	reload()
-	if id := ok("After the removal."); !holds(auditPath, id) {
+	if id := postOK(t, d, "After the removal."); !fileHolds(auditPath, id) {
 		t.Fatalf("no line of %s at audit.path after its removal and SIGHUP", id)
 	}
 	if n := d.metricValue(t, "contractd_audit_write_errors_total"); n != 0 {
@@ -83,18 +71,6 @@ func TestAuditFollowsMoveWithoutReload(t *testing.T) {
 	dir := t.TempDir()
 	auditPath := filepath.Join(dir, "audit.jsonl")
 	_, d := serveAudit(t, dir, "sink: file\n  path: audit.jsonl")
-	ok := func(text string) string {
-		t.Helper()
-		resp, body := post(t, d, reviewBody("review-sentiment", text))
-		if resp.StatusCode != 200 {
-			t.Fatalf("status %d: %s", resp.StatusCode, body)
-		}
-		return resp.Header.Get("X-Request-Id")
-	}
-	holds := func(path, id string) bool {
-		b, err := os.ReadFile(path)
-		return err == nil && strings.Contains(string(b), id)
-	}
 	// followed sends requests until one's line is at audit.path (at most
 	// 10 s) and returns the ids of those whose lines are not.
 	followed := func(what string) []string {
@@ -102,8 +78,8 @@ func TestAuditFollowsMoveWithoutReload(t *testing.T) {
 		var before []string
 		end := time.Now().Add(10 * time.Second)
 		for {
-			id := ok(what)
-			if holds(auditPath, id) {
+			id := postOK(t, d, what)
+			if fileHolds(auditPath, id) {
 				return before
 			}
 			before = append(before, id)
@@ -115,12 +91,12 @@ func TestAuditFollowsMoveWithoutReload(t *testing.T) {
 	}
 	opened := msgIs("audit sink opened")
 
-	first := ok("Before the move.")
+	first := postOK(t, d, "Before the move.")
 	if err := os.Rename(auditPath, auditPath+".1"); err != nil {
 		t.Fatal(err)
 	}
 	for _, id := range append(followed("After the move."), first) {
-		if !holds(auditPath+".1", id) {
+		if !fileHolds(auditPath+".1", id) {
 			t.Errorf("line of %s neither at audit.path nor in the moved file", id)
 		}
 	}

@@ -621,6 +621,23 @@ func (d *daemon) metricValue(t *testing.T, name string) int64 {
 	return -1
 }
 
+// postOK posts text to review-sentiment (byModel answers it valid) and
+// returns the request's id; any status but 200 fails the test.
+func postOK(t *testing.T, d *daemon, text string) string {
+	t.Helper()
+	resp, body := post(t, d, reviewBody("review-sentiment", text))
+	if resp.StatusCode != 200 {
+		t.Fatalf("status %d: %s", resp.StatusCode, body)
+	}
+	return resp.Header.Get("X-Request-Id")
+}
+
+// fileHolds reports whether the file at path can be read and holds s.
+func fileHolds(path, s string) bool {
+	b, err := os.ReadFile(path)
+	return err == nil && strings.Contains(string(b), s)
+}
+
 func reviewBody(route, text string) string {
 	b, _ := json.Marshal(map[string]any{
 		"model":    route,
