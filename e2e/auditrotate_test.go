@@ -100,6 +100,9 @@ func TestAuditFollowsMoveWithoutReload(t *testing.T) {
 			t.Errorf("line of %s neither at audit.path nor in the moved file", id)
 		}
 	}
+	// The line is logged just after the new file is opened, so a request
+	// can reach the file first.
+	waitFor(5*time.Second, func() bool { return d.countLog(opened) >= 1 })
 	if n := d.countLog(opened); n != 1 {
 		t.Errorf("%d 'audit sink opened' lines after the move, want 1", n)
 	}
@@ -107,6 +110,7 @@ func TestAuditFollowsMoveWithoutReload(t *testing.T) {
 		t.Fatal(err)
 	}
 	followed("After the removal.")
+	waitFor(5*time.Second, func() bool { return d.countLog(opened) >= 2 })
 	if n := d.countLog(opened); n != 2 {
 		t.Errorf("%d 'audit sink opened' lines after the removal, want 2", n)
 	}
