@@ -61,19 +61,39 @@ func decodeValueInto(b []byte, base, maxDepth int, sc *decodeScratch) (v any, n 
 // fresh values). A *bytes.Buffer source lets jsontext parse b in place,
 // without copying.
 func acquireDecoder(b []byte, sc *decodeScratch) *objDecoder {
-	d := objDecoderPool.Get().(*objDecoder)
-	d.sc = sc
+	d := acquireScanning(sc)
 	d.buf = *bytes.NewBuffer(b)
-	d.dec.Reset(&d.buf, decodeOpts)
+	d.resetDec()
 	d.size = len(b)
 	return d
 }
 
+// acquireScanning takes a pooled decoder for the one-pass check, which
+// reads with its scanner and uses the jsontext decoder only for a value
+// it decodes whole (buildOne, which resets it then): a pooled decoder's
+// jsontext decoder already reads an empty buffer, so it is not reset here.
+func acquireScanning(sc *decodeScratch) *objDecoder {
+	d := objDecoderPool.Get().(*objDecoder)
+	d.sc = sc
+	return d
+}
+
+// resetDec points the jsontext decoder at d.buf.
+func (d *objDecoder) resetDec() {
+	d.dec.Reset(&d.buf, decodeOpts)
+	d.decUsed = true
+}
+
 // release drops every reference into the input and the decoded values,
-// then pools d.
+// then pools d. The jsontext decoder is reset only when it read
+// something: a reset costs about 1 % of a contract request's CPU, and
+// the one-pass check mostly never uses it.
 func (d *objDecoder) release() {
 	d.buf = bytes.Buffer{}
-	d.dec.Reset(&d.buf, decodeOpts)
+	if d.decUsed {
+		d.dec.Reset(&d.buf, decodeOpts)
+		d.decUsed = false
+	}
 	d.sc, d.in = nil, nil
 	objDecoderPool.Put(d)
 }
@@ -85,16 +105,19 @@ var decodeOpts = jsontext.AllowDuplicateNames(true)
 var objDecoderPool = sync.Pool{New: func() any { return new(objDecoder) }}
 
 type objDecoder struct {
-	buf   bytes.Buffer
-	dec   jsontext.Decoder
-	scan  jsonscan.Scanner // the one-pass check's (stream.go)
-	stack []decodeFrame
-	vals  []any        // the elements of open arrays, innermost last
-	mems  []openMember // the members of open objects not yet in a map
-	arena []byte
-	slab  []string // boxed strings and numbers (see box)
-	size  int      // of the input, to size arena and slab chunks
-	sc    *decodeScratch
+	buf bytes.Buffer
+	dec jsontext.Decoder
+	// decUsed: dec was pointed at an input since it was pooled (release
+	// resets it then, so a pooled dec holds no reference into an input).
+	decUsed bool
+	scan    jsonscan.Scanner // the one-pass check's (stream.go)
+	stack   []decodeFrame
+	vals    []any        // the elements of open arrays, innermost last
+	mems    []openMember // the members of open objects not yet in a map
+	arena   []byte
+	slab    []string // boxed strings and numbers (see box)
+	size    int      // of the input, to size arena and slab chunks
+	sc      *decodeScratch
 
 	// The one-pass check's state (stream.go): its open containers, the
 	// names of open objects, the members and elements it keeps, the input.

@@ -128,6 +128,11 @@ func buildFast(compact []byte, unknownFormats []string, d fdialect) (*fastValida
 	if reason := b.check(root); reason != "" {
 		return nil, reason
 	}
+	for _, n := range b.nodes {
+		if n.hasObject {
+			n.names = newNameTable(n)
+		}
+	}
 	return &fastValidator{root: root}, ""
 }
 
@@ -239,6 +244,7 @@ type fnode struct {
 	unique    bool
 	hasObject bool
 	props     map[string]*fnode
+	names     *nameTable // props and required, for the one pass (stream.go)
 	patProps  []patProp
 	addl      *fnode
 	required  []string

@@ -387,3 +387,104 @@ func TestPrepareCompilesThePlan(t *testing.T) {
 		}
 	}
 }
+
+// TestNameTableAgrees: an object node's name table answers every name as
+// the properties map and required do, for the fuzz schemas' nodes and for
+// name sets that test its edges (the empty name, a name required twice or
+// only required); names it cannot tell apart, or too many, get no table.
+func TestNameTableAgrees(t *testing.T) {
+	slow := func(n *fnode, name string) (*fnode, bool, int) {
+		p, ok := n.props[name]
+		req := 0
+		for _, r := range n.required {
+			if r == name {
+				req++
+			}
+		}
+		return p, ok, req
+	}
+	check := func(what string, n *fnode, probes []string) {
+		t.Helper()
+		for _, name := range probes {
+			// Near misses too: a name one byte off or one byte longer may
+			// land on the slot of a name in the table.
+			variants := []string{name, name + "x", "x" + name, strings.ToUpper(name)}
+			if len(name) > 2 {
+				variants = append(variants, name[:1]+"\x00"+name[2:], name[:len(name)-1])
+			}
+			for _, v := range variants {
+				gp, gok, greq := n.lookupName(v)
+				wp, wok, wreq := slow(n, v)
+				if gp != wp || gok != wok || greq != wreq {
+					t.Errorf("%s: %q: table (%p %v %d), map (%p %v %d)", what, v, gp, gok, greq, wp, wok, wreq)
+				}
+			}
+		}
+	}
+	schemas, err := compiledFuzzSchemas()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tables := 0
+	for i, s := range schemas {
+		seen := map[*fnode]bool{}
+		var walk func(n *fnode)
+		walk = func(n *fnode) {
+			if n == nil || seen[n] {
+				return
+			}
+			seen[n] = true
+			if n.hasObject {
+				var probes []string
+				for name := range n.props {
+					probes = append(probes, name)
+				}
+				probes = append(probes, n.required...)
+				probes = append(probes, "", "zz-not-a-name")
+				if n.names != nil {
+					tables++
+				}
+				check(fmt.Sprintf("schema %d", i), n, probes)
+			}
+			n.evalEdges(func(c *fnode, _ bool) { walk(c) })
+		}
+		walk(s.fast.root)
+	}
+	if tables == 0 {
+		t.Error("no node of the fuzz schemas got a name table")
+	}
+
+	node := func(props []string, required ...string) *fnode {
+		n := &fnode{kind: kSchema, hasObject: true, props: map[string]*fnode{}, required: required}
+		for _, p := range props {
+			n.props[p] = &fnode{kind: kSchema}
+		}
+		n.names = newNameTable(n)
+		return n
+	}
+	many := make([]string, 0, maxTableNames+1)
+	for i := range maxTableNames + 1 {
+		many = append(many, fmt.Sprintf("p%c%c", 'a'+i/16, 'a'+i%16)) // keys all differ
+	}
+	for _, c := range []struct {
+		what     string
+		n        *fnode
+		hasTable bool
+	}{
+		{"edges", node([]string{"", "a", "ab", "ticket_id", "é"}, "a", "a", "only_required", ""), true},
+		{"required only", node(nil, "a", "b"), true},
+		{"max names", node(many[:maxTableNames]), true},
+		{"too many names", node(many), false},
+		// Same length, first, middle and last byte: one key.
+		{"same key", node([]string{"abcde", "abcxe"}), false},
+	} {
+		if got := c.n.names != nil; got != c.hasTable {
+			t.Errorf("%s: name table %v, want %v", c.what, got, c.hasTable)
+		}
+		probes := append([]string{"", "q", "abcze"}, c.n.required...)
+		for name := range c.n.props {
+			probes = append(probes, name)
+		}
+		check(c.what, c.n, probes)
+	}
+}
