@@ -417,7 +417,7 @@ func (s *Server) resolved(w http.ResponseWriter, it *review.Item) {
 		}
 		if err := rw.WriteResolved(&audit.ResolvedEvent{Event: audit.EventReviewResolved, Time: *it.ResolvedAt, ReviewID: it.ID,
 			Route: it.Route, Status: string(it.Status), By: string(it.Resolution.By), Reviewer: it.Resolution.Reviewer, OutputSHA256: sum}); err != nil {
-			s.Logger.Error("audit write failed", "request_id", w.Header().Get("X-Request-Id"), "error", err.Error())
+			s.auditFailed(w.Header().Get("X-Request-Id"), err)
 		}
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/contractd/contractd/audit"
 	"github.com/contractd/contractd/internal/testkit"
 	"github.com/contractd/contractd/review"
 )
@@ -204,5 +205,114 @@ func TestUnwritableSpoolWarnedAtStart(t *testing.T) {
 	}
 	if err := st.Close(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// failingSink refuses every audit line, as a full disk does.
+type failingSink struct{ n atomic.Int64 }
+
+func (f *failingSink) Write(*audit.Event) error {
+	f.n.Add(1)
+	return errors.New("write audit.jsonl: no space left on device (injected)")
+}
+func (f *failingSink) Close() error { return nil }
+
+// reviewCounts counts the review queue's store errors and lost items.
+type reviewCounts struct {
+	nopReviewMetrics
+	storeErrs, lost atomic.Int64
+}
+
+func (c *reviewCounts) StoreError() { c.storeErrs.Add(1) }
+func (c *reviewCounts) ItemLost()   { c.lost.Add(1) }
+
+// TestFullDiskLogsOnceAMinute: on a full disk every needs_review request
+// fails three writes (the review store's, the spool's, the audit's), and
+// each logged an error line: three lines a request, not rate-limited,
+// exactly when the disk (and often the log's own disk) is full. Each is
+// now logged once, then at most once a minute with failed_writes (the
+// failures since the last line, that one included); the metrics count
+// every failure (contractd_review_store_errors_total,
+// contractd_review_items_lost_total, which is new, and the audit's), and
+// each request's own "request" line says audit_failed.
+func TestFullDiskLogsOnceAMinute(t *testing.T) {
+	rh := newReviewHarness(t)
+	logs := &testkit.SyncBuffer{}
+	lg := slog.New(slog.NewJSONHandler(logs, nil))
+	rh.srv.Logger, rh.q.Log = lg, lg
+	sink := &failingSink{}
+	rh.srv.Audit = sink
+	counts := &reviewCounts{}
+	rh.q.Metrics = counts
+	notDir := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(notDir, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rh.q.Spool.Path = filepath.Join(notDir, "review-spool.jsonl") // not writable, whoever runs the test
+	rh.store.fail.Store(true)
+
+	msgs := []string{"review store write failed; spooling", "review spool write failed; item lost", "audit write failed"}
+	send := func() string {
+		t.Helper()
+		r := rh.call("POST", "/v1/chat/completions", classifyReq, clientKey)
+		if r.Status != 422 || r.errorObj()["review"].(map[string]any)["stored"] != false {
+			t.Fatalf("status %d, want 422 with stored false: %s", r.Status, r.Body)
+		}
+		return r.Header.Get("X-Request-Id")
+	}
+	// lines are the log lines of msg so far.
+	lines := func(msg string) []map[string]any {
+		var out []map[string]any
+		for _, m := range logLines(t, logs) {
+			if m["msg"] == msg {
+				out = append(out, m)
+			}
+		}
+		return out
+	}
+	const n = 5
+	first := send()
+	for range n - 1 {
+		send()
+	}
+	for _, msg := range msgs {
+		got := lines(msg)
+		if len(got) != 1 {
+			t.Fatalf("%d %q lines for %d requests, want 1:\n%s", len(got), msg, n, logs)
+		}
+		id := got[0]["review_id"]
+		if id == nil {
+			id = got[0]["request_id"]
+		}
+		if id != first || got[0]["failed_writes"] != 1.0 {
+			t.Errorf("%q: %v, want the first request's id %s and failed_writes 1", msg, got[0], first)
+		}
+	}
+	if a, s, l := sink.n.Load(), counts.storeErrs.Load(), counts.lost.Load(); a != n || s != n || l != n {
+		t.Errorf("counted %d audit failures, %d store errors, %d lost items; want %d each", a, s, l, n)
+	}
+	if got := len(lines("request")); got != n {
+		t.Errorf("%d request lines, want %d", got, n)
+	}
+	for _, m := range lines("request") {
+		if m["audit_failed"] != true {
+			t.Errorf("request line without audit_failed: %v", m)
+		}
+	}
+
+	// A minute after the last line, the next failure of each is logged,
+	// with the failures since (the n-1 not logged and this one).
+	for _, w := range []*warnEvery{&rh.srv.auditWarn, &rh.q.storeWarn, &rh.q.spoolWarn} {
+		w.last.Store(time.Now().Add(-warnInterval).UnixNano())
+	}
+	last := send()
+	for _, msg := range msgs {
+		got := lines(msg)
+		if len(got) != 2 {
+			t.Fatalf("%d %q lines a minute later, want 2", len(got), msg)
+		}
+		if id := got[1]["review_id"]; id != last && got[1]["request_id"] != last || got[1]["failed_writes"] != float64(n) {
+			t.Errorf("%q a minute later: %v, want request %s and failed_writes %d", msg, got[1], last, n)
+		}
 	}
 }

@@ -25,6 +25,7 @@ import (
 // safe for concurrent use.
 type ReviewMetrics interface {
 	StoreError()
+	ItemLost() // neither the store nor the spool took an item (stored: false)
 	Resolved(route string, status review.Status, by review.ResolvedBy)
 	Delivery(result DeliveryResult)
 }
@@ -42,6 +43,7 @@ const (
 type nopReviewMetrics struct{}
 
 func (nopReviewMetrics) StoreError()                                       {}
+func (nopReviewMetrics) ItemLost()                                         {}
 func (nopReviewMetrics) Resolved(string, review.Status, review.ResolvedBy) {}
 func (nopReviewMetrics) Delivery(DeliveryResult)                           {}
 
@@ -79,6 +81,8 @@ type ReviewQueue struct {
 	openWarn     warnEvery    // the store failing to open
 	outboxWarn   warnEvery    // the webhook outbox failing to be read
 	drainWarn    warnEvery    // the spool failing to move into the store
+	storeWarn    warnEvery    // an item the store could not take (spooled)
+	spoolWarn    warnEvery    // an item the spool could not take either (lost)
 }
 
 // warnEvery lets one line of a warning that repeats (Run retries every
@@ -275,13 +279,16 @@ func (q *ReviewQueue) save(ctx context.Context, it *review.Item) bool {
 		if pe := (*panics.Error)(nil); errors.As(err, &pe) {
 			q.panicMetrics().Panic(PanicReviewWriter)
 			logPanic(q.Log, "panic in the review store's writer; spooling", pe, "review_id", it.ID)
-		} else {
-			q.Log.Error("review store write failed; spooling", "review_id", it.ID, "error", err.Error())
+		} else if n, ok := q.storeWarn.allow(); ok {
+			q.Log.Error("review store write failed; spooling", "review_id", it.ID, "error", err.Error(), "failed_writes", n)
 		}
 	}
 	q.Metrics.StoreError()
 	if err := q.Spool.Append(it); err != nil {
-		q.Log.Error("review spool write failed; item lost", "review_id", it.ID, "error", err.Error())
+		q.Metrics.ItemLost()
+		if n, ok := q.spoolWarn.allow(); ok {
+			q.Log.Error("review spool write failed; item lost", "review_id", it.ID, "error", err.Error(), "failed_writes", n)
+		}
 		return false
 	}
 	return true

@@ -53,6 +53,7 @@ type Server struct {
 	inflight budget // server.max_inflight_bytes
 
 	schemaNotes schemaNotes // X-Contract-Schema-Replaced's once-only warnings
+	auditWarn   warnEvery   // 'audit write failed': once a minute
 	passProxies sync.Pool   // *passProxy
 
 	draining  chan struct{} // closed by Drain: held review polls answer now
@@ -351,8 +352,9 @@ func (x *exchange) finish(ctx context.Context, status int, outcome audit.Outcome
 	if x.ev.Attempts == nil {
 		x.ev.Attempts = []audit.Attempt{}
 	}
-	if err := x.s.Audit.Write(x.ev); err != nil {
-		x.logger().Error("audit write failed", "error", err.Error())
+	auditErr := x.s.Audit.Write(x.ev)
+	if auditErr != nil {
+		x.s.auditFailed(x.ev.RequestID, auditErr)
 	}
 	x.s.Telemetry.RequestDone(ctx, x.ev)
 	lvl := slog.LevelInfo
@@ -372,7 +374,22 @@ func (x *exchange) finish(ctx context.Context, status int, outcome audit.Outcome
 		if code != "" { // absent on a 200, as in the audit line
 			r.AddAttrs(slog.String("error_code", string(code)))
 		}
+		if auditErr != nil { // this request's own trace of its missing line
+			r.AddAttrs(slog.Bool("audit_failed", true))
+		}
 		_ = h.Handle(ctx, r)
+	}
+}
+
+// auditFailed logs an audit line the sink could not write (request
+// requestID's or a review resolution's), at most once a minute with the
+// failures since the last line logged (failed_writes, this one included):
+// on a full disk every request's write fails, and a line each flooded the
+// log exactly then. contractd_audit_write_errors_total counts every one,
+// and each request's own "request" line says audit_failed.
+func (s *Server) auditFailed(requestID string, err error) {
+	if n, ok := s.auditWarn.allow(); ok {
+		s.Logger.Error("audit write failed", "request_id", requestID, "error", err.Error(), "failed_writes", n)
 	}
 }
 

@@ -31,6 +31,7 @@ var declaredMetrics = []string{
 	MetricReviewsPending,
 	MetricReviewsResolved,
 	MetricReviewStoreErrors,
+	MetricReviewItemsLost,
 	MetricWebhookDeliveries,
 	MetricDedupeEntries,
 	MetricDedupeEvictions,

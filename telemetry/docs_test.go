@@ -35,6 +35,7 @@ func TestMetricsDocumented(t *testing.T) {
 		t.Fatal(err)
 	}
 	rm.StoreError()
+	rm.ItemLost()
 	rm.Resolved("classify", review.StatusApproved, review.ByReviewer)
 	rm.Delivery(proxy.DeliverySuccess)
 	if err := tel.DedupeMetrics(func() (int, int64) { return 1, 1 }); err != nil {

@@ -17,6 +17,7 @@ const (
 	MetricReviewsPending    = "contractd_reviews_pending"
 	MetricReviewsResolved   = "contractd_reviews_resolved_total"
 	MetricReviewStoreErrors = "contractd_review_store_errors_total"
+	MetricReviewItemsLost   = "contractd_review_items_lost_total"
 	MetricWebhookDeliveries = "contractd_webhook_deliveries_total"
 )
 
@@ -24,6 +25,7 @@ const (
 type ReviewMetrics struct {
 	resolved   metric.Int64Counter
 	storeErrs  metric.Int64Counter
+	lost       metric.Int64Counter
 	deliveries metric.Int64Counter
 }
 
@@ -35,12 +37,14 @@ func (t *Telemetry) ReviewMetrics(pending func(ctx context.Context) (map[string]
 	r := &ReviewMetrics{
 		resolved:   m.counter(MetricReviewsResolved, "Review items resolved, by route, status and by (reviewer, rerun).", "{review}"),
 		storeErrs:  m.counter(MetricReviewStoreErrors, "Review items the store could not take (spooled instead).", "{error}"),
+		lost:       m.counter(MetricReviewItemsLost, "Review items neither the store nor the spool could take (lost; the 422 said stored: false).", "{review}"),
 		deliveries: m.counter(MetricWebhookDeliveries, "Webhook delivery tries by result (success, failure, expired).", "{delivery}"),
 	}
 	if m.err != nil {
 		return nil, m.err
 	}
 	r.storeErrs.Add(context.Background(), 0)
+	r.lost.Add(context.Background(), 0)
 	// The store lists only routes with pending items; a route it listed
 	// before is observed at 0 once its queue is empty, so the gauge falls
 	// back to its idle value instead of its series vanishing (a graph
@@ -75,6 +79,8 @@ func (t *Telemetry) ReviewMetrics(pending func(ctx context.Context) (map[string]
 }
 
 func (r *ReviewMetrics) StoreError() { r.storeErrs.Add(context.Background(), 1) }
+
+func (r *ReviewMetrics) ItemLost() { r.lost.Add(context.Background(), 1) }
 
 func (r *ReviewMetrics) Resolved(route string, status review.Status, by review.ResolvedBy) {
 	r.resolved.Add(context.Background(), 1, metric.WithAttributes(attribute.String("route", route),
