@@ -24,7 +24,7 @@ func TestReloadRaisesRequestTimeout(t *testing.T) {
 	if resp.StatusCode != 504 || !strings.Contains(string(body), `"code":"upstream_timeout"`) {
 		t.Fatalf("under request_timeout 1s: %d %s", resp.StatusCode, body)
 	}
-	writeConfig(t, dir, strings.Replace(base, "request_timeout: 20s", "request_timeout: 4s", 1))
+	writeConfig(t, dir, edited(t, base, "request_timeout: 20s", "request_timeout: 4s"))
 	if !d.sighup(3*time.Second, reloaded("sighup")) {
 		t.Fatal("no reload after SIGHUP")
 	}
