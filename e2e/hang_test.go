@@ -49,7 +49,7 @@ func timedCall(c *http.Client, method, url, key, body string) (int, []byte, time
 // 422s are spooled (stored: true) after the store's bound, each within it
 // while the spool's drain waits on the store, and their clients can read them from the
 // spool meanwhile; the reviewer API answers 503 review_store_unavailable
-// within the bound. Once the server continues, the spool moves in by
+// within the bound, the export too. Once the server continues, the spool moves in by
 // itself, a waiter on one replica is released by an approval on the other
 // (LISTEN/NOTIFY listens again), and after kill -9 and a restart every id
 // a client was told about is in the store.
@@ -110,6 +110,12 @@ func TestPostgresHung(t *testing.T) {
 	st, b, el = timedCall(c.client, "GET", "http://"+r1.Admin+"/admin/reviews", "", "")
 	if st != 503 || !strings.Contains(string(b), `"review_store_unavailable"`) || el > storeHangBound {
 		t.Fatalf("admin list with the store hung: %d after %v: %s", st, el, b)
+	}
+	// An export the store cannot serve is not an empty one (it was a 200
+	// with no lines).
+	st, b, el = timedCall(c.client, "GET", "http://"+r1.Admin+"/admin/reviews/export?status=approved", "", "")
+	if st != 503 || !strings.Contains(string(b), `"review_store_unavailable"`) || el > storeHangBound {
+		t.Fatalf("export with the store hung: %d after %v: %s", st, el, b)
 	}
 
 	hung.Thaw()

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -477,4 +478,83 @@ func TestExportOutlivesRequestTimeout(t *testing.T) {
 		t.Fatalf("status %d, %d lines of %d", r.Status, len(lines), n)
 	}
 	rh.store.Store = rh.store.Store.(*slowExport).Store
+}
+
+// failingExport passes the first `after` items of the export on, then
+// fails as a store that went away (or hung past its deadline) does.
+type failingExport struct {
+	review.Store
+	after int
+}
+
+var errExportInjected = errors.New("connection lost (injected)")
+
+func (s *failingExport) Export(ctx context.Context, f review.ExportFilter, fn func(*review.Item) error) error {
+	n := 0
+	err := s.Store.Export(ctx, f, func(it *review.Item) error {
+		if n == s.after {
+			return errExportInjected
+		}
+		n++
+		return fn(it)
+	})
+	if err == nil && n <= s.after {
+		return errExportInjected
+	}
+	return err
+}
+
+// An export the store fails is never answered as a whole one. Failed
+// before anything reached the client (nothing read yet, or fewer lines than
+// one flush): 503 review_store_unavailable, as the list answers. It was a
+// 200 with what the buffer held (with PostgreSQL hung: a 200 with an empty
+// body after 5 s, "no approved items"). Failed after lines went out: the
+// response is cut without the chunked stream's end, so the client's read
+// fails instead of ending cleanly on a partial file.
+func TestExportStoreFailureIsNotACompleteExport(t *testing.T) {
+	rh := newReviewHarness(t)
+	ctx := context.Background()
+	base := time.Now().Add(-time.Hour)
+	for i := range 150 {
+		it := storetest.NewItem(fmt.Sprintf("exf-%03d", i), "classify", base)
+		if _, err := rh.store.Create(ctx, it, false); err != nil {
+			t.Fatal(err)
+		}
+		res := review.Resolve{Status: review.StatusApproved, At: base.Add(time.Duration(i) * time.Millisecond),
+			Resolution: review.Resolution{By: review.ByReviewer, Reviewer: "ann", Output: json.RawMessage(`{"ok":true}`)}}
+		if _, err := rh.store.Resolve(ctx, it.ID, res); err != nil {
+			t.Fatal(err)
+		}
+	}
+	orig := rh.store.Store
+	defer func() { rh.store.Store = orig }()
+	for _, after := range []int{0, 3} {
+		rh.store.Store = &failingExport{Store: orig, after: after}
+		wantError(t, rh.call("GET", "/admin/reviews/export?status=approved", "", adminKey), 503, "server_error", "review_store_unavailable", nil)
+	}
+	rh.store.Store = &failingExport{Store: orig, after: 100}
+	req, _ := http.NewRequest("GET", rh.front.URL+"/admin/reviews/export?status=approved", nil)
+	req.Header.Set("Authorization", "Bearer "+adminKey)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 || err == nil {
+		t.Fatalf("export failed after 100 lines: status %d, read error %v, %d bytes: want the transfer cut", resp.StatusCode, err, len(body))
+	}
+	if lines := strings.Split(strings.TrimSpace(string(body)), "\n"); len(lines) < 64 || len(lines) > 100 {
+		t.Fatalf("%d lines before the cut, want the whole lines read (64..100)", len(lines))
+	}
+	// Every line that arrived is whole.
+	for _, l := range strings.Split(strings.TrimSpace(string(body)), "\n") {
+		if !json.Valid([]byte(l)) {
+			t.Fatalf("a torn line: %q", l)
+		}
+	}
+	rh.store.Store = orig
+	if r := rh.call("GET", "/admin/reviews/export?status=approved", "", adminKey); r.Status != 200 || len(strings.Split(strings.TrimSpace(string(r.Body)), "\n")) != 150 {
+		t.Fatalf("the whole export afterwards: %d", r.Status)
+	}
 }

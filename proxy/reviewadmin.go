@@ -7,6 +7,7 @@ import (
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -216,6 +217,7 @@ func (s *Server) exportReviews(w http.ResponseWriter, r *http.Request) {
 	}
 	var extended time.Time
 	n := 0
+	sent := false // a flush reached the client: the status is sent
 	err := st.Export(r.Context(), f, func(it *review.Item) error {
 		if now := time.Now(); now.Sub(extended) > grace/4 {
 			_ = rc.SetWriteDeadline(now.Add(grace))
@@ -232,15 +234,36 @@ func (s *Server) exportReviews(w http.ResponseWriter, r *http.Request) {
 			if err := bw.Flush(); err != nil {
 				return err
 			}
+			sent = true
 			_ = rc.Flush()
 		}
 		return nil
 	})
-	if err != nil {
-		// Headers are gone: the client sees a truncated stream.
+	switch {
+	case err == nil:
+		_ = bw.Flush()
+	case r.Context().Err() != nil:
+		// The client left: nothing to answer, the store is not at fault.
+	case !sent:
+		// Nothing has reached the client: the export failed before it
+		// began, and is answered as the other reviewer endpoints answer
+		// a store that fails (503 review_store_unavailable). It was a 200
+		// with what the buffer held, often nothing: an empty or partial
+		// file that looked like a whole export (a store that hung, or was
+		// down, exported "no approved items").
+		bw.Reset(io.Discard)
+		w.Header().Del("Content-Type")
+		writeError(w, s.storeError(w, err))
+	default:
+		// Headers are gone: the whole lines read so far go out, then the
+		// response is cut without its end (the chunked stream's last
+		// chunk), so the client sees a transfer that failed rather than a
+		// shorter export that ended normally.
 		s.Logger.Warn("review export stopped", "request_id", w.Header().Get("X-Request-Id"), "error", err.Error())
+		_ = bw.Flush()
+		_ = rc.Flush()
+		panic(http.ErrAbortHandler)
 	}
-	_ = bw.Flush()
 }
 
 // readAdminJSON reads a bounded JSON object body into v.
