@@ -54,6 +54,7 @@ const (
 	CodeRateLimitExceeded    ErrorCode = "rate_limit_exceeded"
 	CodeMissingField         ErrorCode = "missing_field"
 	CodeReviewNotFound       ErrorCode = "review_not_found"
+	CodeResponseNotFound     ErrorCode = "response_not_found" // contractd keeps no response
 	CodeReviewResolved       ErrorCode = "review_already_resolved"
 	CodeInvalidParameter     ErrorCode = "invalid_parameter"
 	CodeInvalidMessage       ErrorCode = "invalid_message"
@@ -90,6 +91,7 @@ var errorTable = map[ErrorCode]errorKind{
 	CodeInvalidAPIKey:        {http.StatusUnauthorized, typeAuth},
 	CodeModelNotFound:        {http.StatusNotFound, typeInvalidRequest},
 	CodeReviewNotFound:       {http.StatusNotFound, typeInvalidRequest},
+	CodeResponseNotFound:     {http.StatusNotFound, typeInvalidRequest},
 	CodeContractNotFound:     {http.StatusNotFound, typeInvalidRequest},
 	CodeNotFound:             {http.StatusNotFound, typeInvalidRequest},
 	CodeRequestTimeout:       {http.StatusRequestTimeout, typeInvalidRequest},

@@ -145,6 +145,9 @@ func (s *Server) Handler(admin http.Handler) http.Handler {
 	mux.HandleFunc("GET /v1/models/{model}", s.model)
 	mux.HandleFunc("GET /r/{route}/v1/models/{model}", s.model)
 	mux.HandleFunc("GET /v1/reviews/{id}", s.getReview)
+	for _, p := range storedResponsePatterns {
+		mux.HandleFunc(p, s.storedResponse)
+	}
 	if admin != nil {
 		mux.Handle("GET /healthz", admin)
 		mux.Handle("GET /readyz", admin)

@@ -195,21 +195,29 @@ func TestResponses(t *testing.T) {
 	})
 
 	// contractd keeps nothing for later turns: a response, stored or not,
-	// cannot be retrieved or deleted by its id.
-	t.Run("retrieve and delete by id", func(t *testing.T) {
+	// cannot be retrieved, deleted, listed or cancelled by its id. Each
+	// call is a typed 404 response_not_found whose message says why
+	// (before: not_found, "no such endpoint").
+	t.Run("retrieve, delete, input items and cancel by id", func(t *testing.T) {
 		first, err := client.Responses.New(ctx20(t), responseParams(goodRoute))
 		if err != nil {
 			t.Fatal(err)
 		}
+		notStored := func(call string, err error) {
+			t.Helper()
+			var e *openai.Error
+			if !errors.As(err, &e) || e.StatusCode != 404 || e.Type != "invalid_request_error" || e.Code != "response_not_found" ||
+				!strings.Contains(e.Message, first.ID) || !strings.Contains(e.Message, "does not store responses") {
+				t.Errorf("%s: %v, want 404 response_not_found naming %s", call, err, first.ID)
+			}
+		}
 		_, err = client.Responses.Get(ctx20(t), first.ID, responses.ResponseGetParams{})
-		var e *openai.Error
-		if !errors.As(err, &e) || e.StatusCode != 404 || e.Type != "invalid_request_error" || e.Code != "not_found" {
-			t.Errorf("Get: %v, want 404 not_found", err)
-		}
-		err = client.Responses.Delete(ctx20(t), first.ID)
-		if !errors.As(err, &e) || e.StatusCode != 404 || e.Code != "not_found" {
-			t.Errorf("Delete: %v, want 404 not_found", err)
-		}
+		notStored("Get", err)
+		notStored("Delete", client.Responses.Delete(ctx20(t), first.ID))
+		_, err = client.Responses.InputItems.List(ctx20(t), first.ID, responses.InputItemListParams{})
+		notStored("InputItems.List", err)
+		_, err = client.Responses.Cancel(ctx20(t), first.ID)
+		notStored("Cancel", err)
 	})
 
 	// contractd keeps nothing for later turns, so a follow-up by

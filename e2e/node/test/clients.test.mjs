@@ -96,6 +96,19 @@ test('openai: Responses-only refusals are 400 unsupported_parameter', async () =
   );
 });
 
+// contractd keeps no response (store is accepted and ignored): the calls on
+// a response by its id are each a NotFoundError, code response_not_found,
+// whose message says so (before: not_found, "no such endpoint").
+test('openai: responses.retrieve, delete, inputItems.list and cancel are 404 response_not_found', async () => {
+  const { id } = await client.responses.create({ model: GOOD_ROUTE, input: JSON.stringify({ text: TEXT }) });
+  const notStored = (err) => err instanceof OpenAI.NotFoundError && err.status === 404 && err.type === 'invalid_request_error' &&
+    err.code === 'response_not_found' && err.message.includes(id) && err.message.includes('does not store responses');
+  await assert.rejects(client.responses.retrieve(id), notStored, 'retrieve');
+  await assert.rejects(client.responses.delete(id), notStored, 'delete');
+  await assert.rejects(client.responses.inputItems.list(id), notStored, 'inputItems.list');
+  await assert.rejects(client.responses.cancel(id), notStored, 'cancel');
+});
+
 // ------------------------------------------------------------- ai + @ai-sdk
 const provider = ai.contractdProvider(baseURL, clientKey);
 
