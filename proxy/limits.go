@@ -424,31 +424,39 @@ func classOf(n int) int {
 	return c
 }
 
-// getBuf returns a buffer of length 0 and capacity at least n.
-func getBuf(n int) []byte {
+// getBuf returns a buffer of length 0 and capacity at least n, with the
+// pool's holder of it (nil for a fresh buffer) for putBuf to reuse: a pool
+// keeps pointers, and a new one for every Put was an allocation per body
+// (two per contract request: its body and the upstream reply).
+func getBuf(n int) ([]byte, *[]byte) {
 	c := classOf(n)
 	if c > maxClassShift {
-		return make([]byte, 0, n)
+		return make([]byte, 0, n), nil
 	}
 	if p, _ := bodyPools[c].Get().(*[]byte); p != nil {
-		return (*p)[:0]
+		return (*p)[:0], p
 	}
-	return make([]byte, 0, 1<<c)
+	return make([]byte, 0, 1<<c), nil
 }
 
-// putBuf returns b to its pool. Nothing may use b afterwards.
-func putBuf(b []byte) {
+// putBuf returns b to its pool in holder p (from getBuf with b, or nil for
+// a new one). Nothing may use b or p afterwards.
+func putBuf(b []byte, p *[]byte) {
 	c := cap(b)
 	if c < 1<<minClassShift || c > 1<<maxClassShift || c&(c-1) != 0 {
 		return
 	}
-	b = b[:0]
-	bodyPools[classOf(c)].Put(&b)
+	if p == nil {
+		p = new([]byte)
+	}
+	*p = b[:0]
+	bodyPools[classOf(c)].Put(p)
 }
 
 // body is a request body held in a pooled buffer and in the budget.
 type body struct {
 	buf  []byte
+	hold *[]byte // buf's holder in its pool (getBuf), reused when buf goes back
 	held int64
 }
 
@@ -515,7 +523,8 @@ func (bg *budget) read(ctx context.Context, rd io.Reader, size, limit, budgetLim
 		if err := hold(size); err != nil {
 			return nil, err
 		}
-		b.buf = getBuf(int(size))[:size]
+		b.buf, b.hold = getBuf(int(size))
+		b.buf = b.buf[:size]
 		_, err := io.ReadFull(rd, b.buf)
 		if err == nil { // see the end (io.EOF at once): it lifts the read deadline
 			var one [1]byte
@@ -538,7 +547,7 @@ func (bg *budget) read(ctx context.Context, rd io.Reader, size, limit, budgetLim
 	if err := hold(first); err != nil {
 		return nil, err
 	}
-	b.buf = getBuf(int(first))
+	b.buf, b.hold = getBuf(int(first))
 	for {
 		if len(b.buf) == cap(b.buf) || int64(len(b.buf)) == limit {
 			if int64(len(b.buf)) >= limit {
@@ -559,9 +568,10 @@ func (bg *budget) read(ctx context.Context, rd io.Reader, size, limit, budgetLim
 			if err := hold(next); err != nil {
 				return fail(err)
 			}
-			nb := append(getBuf(int(next)), b.buf...)
-			putBuf(b.buf)
-			b.buf = nb
+			nb, nh := getBuf(int(next))
+			nb = append(nb, b.buf...)
+			putBuf(b.buf, b.hold)
+			b.buf, b.hold = nb, nh
 		}
 		end := min(cap(b.buf), int(limit))
 		n, err := rd.Read(b.buf[len(b.buf):end])
@@ -583,8 +593,8 @@ func (bg *budget) drop(b *body) {
 	}
 	bg.release(b.held)
 	b.held = 0
-	putBuf(b.buf)
-	b.buf = nil
+	putBuf(b.buf, b.hold)
+	b.buf, b.hold = nil, nil
 }
 
 // release gives a request body's buffer and budget back.
