@@ -57,9 +57,20 @@ type dedupe struct {
 	inflight map[dedupeKey]chan struct{}
 	clear    map[dedupeKey]time.Time // ran without a verdict; until when identical requests need not wait
 	now      func() time.Time
+	swept    time.Time // the last sweepLocked
 
 	evictions atomic.Int64
 }
+
+// dedupeSweepEvery is how often at most a new verdict, a new clear mark
+// or a scrape of the entries (stats) drops the verdicts whose window has
+// ended and the clear marks past their time (sweepLocked). Before, an entry
+// went only when an identical request came after its window or when the
+// LRU limit pushed it out: with distinct failing bodies (the usual case)
+// every verdict stayed, each a 422 body's worth of memory, until
+// DedupeMaxEntries of them were held, whatever the window (session 14's
+// soak: all 1,834 of its verdicts, with a 20 s window).
+const dedupeSweepEvery = time.Second
 
 // dedupeClearFor is how long a run without a verdict lets identical
 // requests skip the wait; dedupeClearMax bounds those marks (an arbitrary
@@ -140,7 +151,9 @@ func (d *dedupe) release(k dedupeKey, ch chan struct{}, v *APIError, window time
 	switch {
 	case v != nil && window > 0:
 		delete(d.clear, k)
-		e := &dedupeEntry{key: k, err: v, expires: d.now().Add(window)}
+		now := d.now()
+		d.sweepLocked(now)
+		e := &dedupeEntry{key: k, err: v, expires: now.Add(window)}
 		if el, ok := d.items[k]; ok {
 			el.Value = e
 			d.lru.MoveToFront(el)
@@ -152,13 +165,15 @@ func (d *dedupe) release(k dedupeKey, ch chan struct{}, v *APIError, window time
 		if _, kept := d.items[k]; kept {
 			break // a verdict from an identical run beside this one
 		}
+		now := d.now()
+		d.sweepLocked(now)
 		if _, ok := d.clear[k]; !ok && len(d.clear) >= dedupeClearMax {
 			for old := range d.clear {
 				delete(d.clear, old)
 				break
 			}
 		}
-		d.clear[k] = d.now().Add(dedupeClearFor)
+		d.clear[k] = now.Add(dedupeClearFor)
 	}
 	d.mu.Unlock()
 	if ch != nil {
@@ -172,9 +187,11 @@ func (d *dedupe) release(k dedupeKey, ch chan struct{}, v *APIError, window time
 func (d *dedupe) learn(k dedupeKey, v *APIError, expires time.Time) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if !d.now().Before(expires) {
+	now := d.now()
+	if !now.Before(expires) {
 		return
 	}
+	d.sweepLocked(now)
 	delete(d.clear, k)
 	if el, ok := d.items[k]; ok {
 		if !expires.After(el.Value.(*dedupeEntry).expires) {
@@ -185,6 +202,31 @@ func (d *dedupe) learn(k dedupeKey, v *APIError, expires time.Time) {
 	}
 	d.items[k] = d.lru.PushFront(&dedupeEntry{key: k, err: v, expires: expires})
 	d.evictLocked()
+}
+
+// sweepLocked drops the verdicts whose window has ended and the clear
+// marks past their time, at most once per dedupeSweepEvery: a walk over at
+// most DedupeMaxEntries verdicts and dedupeClearMax marks, under the lock
+// (at the limit, about 0.1 ms a second). acquire already treats both as
+// absent; this gives their memory back.
+func (d *dedupe) sweepLocked(now time.Time) {
+	if since := now.Sub(d.swept); !d.swept.IsZero() && since >= 0 && since < dedupeSweepEvery {
+		return
+	}
+	d.swept = now
+	for el := d.lru.Back(); el != nil; {
+		prev := el.Prev()
+		if e := el.Value.(*dedupeEntry); !now.Before(e.expires) {
+			d.lru.Remove(el)
+			delete(d.items, e.key)
+		}
+		el = prev
+	}
+	for k, until := range d.clear {
+		if !now.Before(until) {
+			delete(d.clear, k)
+		}
+	}
 }
 
 func (d *dedupe) evictLocked() {
@@ -287,9 +329,11 @@ func (y *dedupeSync) once(ctx context.Context) error {
 	}
 }
 
-// stats reports the entries held and the evictions so far.
+// stats reports the entries held (after a sweep: verdicts still inside
+// their window) and the evictions so far.
 func (d *dedupe) stats() (entries int, evictions int64) {
 	d.mu.Lock()
+	d.sweepLocked(d.now())
 	entries = d.lru.Len()
 	d.mu.Unlock()
 	return entries, d.evictions.Load()

@@ -392,3 +392,92 @@ func TestDedupeClearMark(t *testing.T) {
 		t.Fatalf("%d clear marks, want at most %d", n, dedupeClearMax)
 	}
 }
+
+// Verdicts whose window has ended, and clear marks past their time, are
+// dropped (within dedupeSweepEvery, at the next verdict, mark or scrape),
+// not kept until DedupeMaxEntries of them push each other out. Before, a
+// verdict went only when an identical request came after its window: the
+// session 14 soak (distinct failing bodies, a 20 s window) held every one
+// of its 1,834 verdicts at the end, each a 422 body's worth of memory, on
+// the way to 10,000.
+func TestDedupeExpiredDropped(t *testing.T) {
+	d := newDedupe(DedupeMaxEntries)
+	var mu sync.Mutex
+	now := time.Now()
+	d.now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	advance := func(by time.Duration) { mu.Lock(); now = now.Add(by); mu.Unlock() }
+	held := func() (verdicts, marks int) {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		if len(d.items) != d.lru.Len() {
+			t.Fatalf("map %d, list %d", len(d.items), d.lru.Len())
+		}
+		return d.lru.Len(), len(d.clear)
+	}
+	k := func(i int) dedupeKey { return newDedupeKey("c", "chat", "r", fmt.Appendf(nil, "body %d", i), "p", "k") }
+	verdict := &APIError{Status: 422}
+	ctx := context.Background()
+	for i := range 500 {
+		_, rel, _ := d.acquire(ctx, k(i))
+		rel(verdict, 20*time.Second)
+	}
+	for i := 500; i < 1000; i++ { // valid answers: clear marks
+		_, rel, _ := d.acquire(ctx, k(i))
+		rel(nil, 20*time.Second)
+	}
+	d.learn(k(2000), verdict, now.Add(time.Minute)) // from the store, a longer window
+	if v, m := held(); v != 501 || m != 500 {
+		t.Fatalf("held %d verdicts, %d marks; want 501, 500", v, m)
+	}
+	advance(21 * time.Second)
+	// A scrape sweeps: only the learned verdict is still inside its window.
+	if e, ev := d.stats(); e != 1 || ev != 0 {
+		t.Fatalf("after the window: %d entries, %d evictions; want 1, 0", e, ev)
+	}
+	if v, m := held(); v != 1 || m != 0 {
+		t.Fatalf("after the window: %d verdicts, %d marks held; want 1, 0", v, m)
+	}
+	if hit, _, _ := d.acquire(ctx, k(2000)); hit != verdict {
+		t.Fatal("the verdict still inside its window was dropped")
+	}
+	// Without a scrape, a new verdict sweeps too, once dedupeSweepEvery
+	// has passed since the last sweep.
+	advance(time.Minute)
+	_, rel, _ := d.acquire(ctx, k(3000))
+	rel(verdict, 20*time.Second)
+	if v, _ := held(); v != 1 {
+		t.Fatalf("after a new verdict: %d held, want 1 (the new one)", v)
+	}
+	// Within dedupeSweepEvery nothing is walked again: a burst of verdicts
+	// costs one walk a second.
+	advance(21 * time.Second)
+	d.mu.Lock()
+	d.swept = now
+	d.mu.Unlock()
+	_, rel, _ = d.acquire(ctx, k(3001))
+	rel(verdict, 20*time.Second)
+	if v, _ := held(); v != 2 {
+		t.Fatalf("swept again within %v: %d held, want 2", dedupeSweepEvery, v)
+	}
+}
+
+// The server's gauge (DedupeStats, contractd_dedupe_entries) falls back to
+// 0 once the windows of distinct needs_review answers have ended.
+func TestDedupeEntriesFallAfterWindow(t *testing.T) {
+	h := newHarness(t, always(invalidAnswer), cfg{})
+	var mu sync.Mutex
+	now := time.Now()
+	h.srv.dedupe.now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	for i := range 20 {
+		reviewID(t, h.post("", fmt.Sprintf(`{"model":"free","messages":[{"role":"user","content":"hi %d"}]}`, i)))
+	}
+	if n, _ := h.srv.DedupeStats(); n != 20 {
+		t.Fatalf("%d entries after 20 distinct needs_review answers, want 20", n)
+	}
+	mu.Lock()
+	now = now.Add(h.srv.Runtime().Review.DedupeWindow + time.Second)
+	mu.Unlock()
+	if n, ev := h.srv.DedupeStats(); n != 0 || ev != 0 {
+		t.Fatalf("after the window: %d entries, %d evictions; want 0, 0", n, ev)
+	}
+}
