@@ -4,10 +4,12 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -159,5 +161,64 @@ func TestPostgresHung(t *testing.T) {
 	}
 	if strings.Contains(r1.stderr.String(), srv.DSN) {
 		t.Error("the DSN reached the log")
+	}
+}
+
+// A webhook receiver that accepts and never answers: the 422 is not
+// delayed, the post times out after 10 s and is logged (once) and counted,
+// and once the receiver answers the delivery goes out by itself. Before,
+// the failure was counted and never logged.
+func TestWebhookReceiverHung(t *testing.T) {
+	var answer atomic.Bool
+	var delivered atomic.Int64
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		if !answer.Load() {
+			select { // hung until contractd gives up the post
+			case <-r.Context().Done():
+			case <-time.After(30 * time.Second):
+			}
+			return
+		}
+		delivered.Add(1)
+		w.WriteHeader(204)
+	}))
+	t.Cleanup(hs.Close)
+	cfg := writeConfig(t, t.TempDir(), renderConfig(cfgOpts{upstream: newUpstream(t, byModel).URL()})+
+		"\nreview:\n  webhook:\n    url: "+hs.URL+"/hook/tok-SECRET-9\n    secret_env: CONTRACTD_WEBHOOK_SECRET\n")
+	env := baseEnv()
+	env["CONTRACTD_WEBHOOK_SECRET"] = "whsec-test-fake"
+	d := startDaemon(t, cfg, env)
+	client := &http.Client{Timeout: 10 * time.Second}
+	defer client.CloseIdleConnections()
+	start := time.Now()
+	if _, ok := badReview(client, d); !ok {
+		t.Fatal("no stored 422")
+	}
+	if el := time.Since(start); el > 2*time.Second {
+		t.Fatalf("the 422 waited %v for a hung webhook receiver", el)
+	}
+	line, ok := d.logLine(15*time.Second, msgIs("webhook delivery failed; retried with backoff"))
+	if !ok {
+		t.Fatalf("a hung receiver's failed post was not logged:\n%s", d.stderr)
+	}
+	if line["error"] != "no answer within 10s" {
+		t.Errorf("failure line: %v", line)
+	}
+	if !strings.Contains(string(d.metrics(t)), `contractd_webhook_deliveries_total{result="failure"} 1`) {
+		t.Error("the failed post is not counted")
+	}
+	answer.Store(true)
+	if !waitFor(10*time.Second, func() bool { return delivered.Load() == 1 }) {
+		t.Fatalf("not delivered once the receiver answered:\n%s", d.stderr)
+	}
+	if _, ok := d.logLine(5*time.Second, msgIs("webhook receiver took a delivery again")); !ok {
+		t.Errorf("recovery not logged:\n%s", d.stderr)
+	}
+	if n := d.countLog(msgIs("webhook delivery failed; retried with backoff")); n != 1 {
+		t.Errorf("%d failure lines, want 1", n)
+	}
+	if strings.Contains(d.stderr.String(), "SECRET") {
+		t.Error("the webhook URL reached the log")
 	}
 }

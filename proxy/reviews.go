@@ -81,6 +81,7 @@ type ReviewQueue struct {
 	openWarn     warnEvery    // the store failing to open
 	outboxWarn   warnEvery    // the webhook outbox failing to be read
 	drainWarn    warnEvery    // the spool failing to move into the store
+	hookWarn     warnEvery    // webhook posts failing (the receiver down, hung or refusing)
 	storeWarn    warnEvery    // an item the store could not take (spooled)
 	spoolWarn    warnEvery    // an item the spool could not take either (lost)
 }

@@ -6,7 +6,10 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"net/http"
+	"net/url"
+	"strconv"
 	"time"
 
 	"github.com/contractd/contractd/review"
@@ -33,12 +36,15 @@ func (h *Webhook) Sign(body []byte) string {
 	return "sha256=" + hex.EncodeToString(m.Sum(nil))
 }
 
-func (h *Webhook) post(ctx context.Context, d review.Delivery) bool {
+// post sends d once and reports whether the receiver took it (2xx) and,
+// when not, why: the status, or the transport's error without the URL (it
+// may hold a token).
+func (h *Webhook) post(ctx context.Context, d review.Delivery) (bool, string) {
 	ctx, cancel := context.WithTimeout(ctx, h.Timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.URL, bytes.NewReader(d.Body))
 	if err != nil {
-		return false
+		return false, "request: " + errWithoutURL(err)
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", "contractd-webhook")
@@ -47,10 +53,25 @@ func (h *Webhook) post(ctx context.Context, d review.Delivery) bool {
 	req.Header.Set("X-Contractd-Event", string(d.Type))
 	resp, err := h.Client.Do(req)
 	if err != nil {
-		return false
+		if ctx.Err() == context.DeadlineExceeded {
+			return false, "no answer within " + h.Timeout.String()
+		}
+		return false, errWithoutURL(err)
 	}
 	resp.Body.Close()
-	return resp.StatusCode >= 200 && resp.StatusCode < 300
+	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
+		return true, ""
+	}
+	return false, "status " + strconv.Itoa(resp.StatusCode)
+}
+
+// errWithoutURL is err's text without the URL a *url.Error quotes.
+func errWithoutURL(err error) string {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Err.Error()
+	}
+	return err.Error()
 }
 
 func (h *Webhook) retryAt(now time.Time, tries int) time.Time {
@@ -142,10 +163,23 @@ func (q *ReviewQueue) deliver(ctx context.Context, st review.Store, h *Webhook) 
 				}
 				continue
 			}
-			ok := h.post(ctx, d)
+			ok, why := h.post(ctx, d)
 			now := time.Now()
+			if !ok && ctx.Err() == nil {
+				// A receiver that fails or hangs was counted and never
+				// logged: nothing said so until a delivery was given up a
+				// day later. The first failure is logged, then one line a
+				// minute while they go on.
+				if n, log := q.hookWarn.allow(); log {
+					q.Log.Warn("webhook delivery failed; retried with backoff", "error", why, "type", d.Type,
+						"review_id", d.ReviewID, "tries", d.Tries+1, "failed_posts", n)
+				}
+			}
 			switch {
 			case ok:
+				if n := q.hookWarn.reset(); n > 0 {
+					q.Log.Info("webhook receiver took a delivery again", "failed_posts", n)
+				}
 				q.Metrics.Delivery(DeliverySuccess)
 				err = st.FinishDelivery(ctx, d.ID, true, now)
 			case now.Sub(d.CreatedAt) > h.MaxAge:

@@ -7,13 +7,16 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/contractd/contractd/internal/testkit"
 	"github.com/contractd/contractd/review"
 )
 
@@ -232,5 +235,69 @@ func TestWebhookExpiredGivenUpWithoutPost(t *testing.T) {
 	}
 	if ds, _ := rh.store.ClaimDeliveries(context.Background(), time.Now().Add(2*time.Hour), 10, 0); len(ds) != 0 {
 		t.Fatalf("%d deliveries left in the outbox", len(ds))
+	}
+}
+
+// A receiver that hangs (or fails) is logged, not only counted: the first
+// failed post logs 'webhook delivery failed; retried with backoff' with why
+// (here: no answer within the post timeout), then at most one line a
+// minute; the first post taken again logs how many failed meanwhile. Before,
+// nothing was logged until a delivery was given up 24 h later. The URL,
+// which may hold a token, is never logged.
+func TestWebhookFailureLoggedOnce(t *testing.T) {
+	rh := newReviewHarness(t)
+	rh.q.Webhook = true
+	logs := &testkit.SyncBuffer{}
+	rh.q.Log = slog.New(slog.NewJSONHandler(logs, nil))
+	for range 3 {
+		rh.needsReview(classifyReq)
+	}
+	var hang atomic.Bool
+	hang.Store(true)
+	var posts atomic.Int32
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		posts.Add(1)
+		io.Copy(io.Discard, r.Body)
+		if hang.Load() {
+			select { // hangs until the post times out
+			case <-r.Context().Done():
+			case <-time.After(5 * time.Second):
+			}
+			return
+		}
+		w.WriteHeader(204)
+	}))
+	defer hook.Close()
+	const secretPath = "/hooks/tok-SECRET-123"
+	wh := &Webhook{URL: hook.URL + secretPath, Secret: []byte("s"), Backoff: time.Second, MaxAge: time.Hour,
+		Timeout: 100 * time.Millisecond, Lease: 10 * time.Second, Client: &http.Client{}}
+	defer wh.Client.CloseIdleConnections()
+	rh.q.deliver(context.Background(), rh.store, wh)
+	if n := posts.Load(); n != 3 {
+		t.Fatalf("%d posts to the hung receiver, want 3", n)
+	}
+	lines := func(msg string) []map[string]any {
+		var out []map[string]any
+		for _, l := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
+			var m map[string]any
+			if json.Unmarshal([]byte(l), &m) == nil && m["msg"] == msg {
+				out = append(out, m)
+			}
+		}
+		return out
+	}
+	failed := lines("webhook delivery failed; retried with backoff")
+	if len(failed) != 1 || failed[0]["error"] != "no answer within 100ms" || failed[0]["failed_posts"] != float64(1) || failed[0]["level"] != "WARN" {
+		t.Fatalf("failure lines: %v\nlog:\n%s", failed, logs)
+	}
+	hang.Store(false)
+	time.Sleep(1100 * time.Millisecond) // past the backoff
+	rh.q.deliver(context.Background(), rh.store, wh)
+	again := lines("webhook receiver took a delivery again")
+	if len(again) != 1 || again[0]["failed_posts"] != float64(3) {
+		t.Fatalf("recovery lines: %v\nlog:\n%s", again, logs)
+	}
+	if strings.Contains(logs.String(), "SECRET") {
+		t.Fatalf("the webhook URL reached the log:\n%s", logs)
 	}
 }
