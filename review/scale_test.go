@@ -11,6 +11,14 @@ import (
 	"time"
 )
 
+// The rules of populate's items, SQL expressions of the item's creation
+// second (%s): every item breaks the first, every third also the second
+// (which may be the same rule).
+const (
+	ruleA = `'rule-' || ((%[1]s * 69069 >> 3) %% 6)`
+	ruleB = `'rule-' || ((%[1]s * 48271 >> 4) %% 7)`
+)
+
 // populate writes n items straight into the tables, the way years of
 // needs_review answers would leave them: 8 routes, 5 contracts, 10 %
 // pending, one or two violation rules per item, one second apart; the
@@ -29,13 +37,18 @@ func populate(tb testing.TB, s *SQLite, n int, base time.Time) {
 			CASE WHEN i %% 10 = 0 THEN NULL ELSE %d + i * 1000000000 + 60000000000 END,
 			'route-' || ((i * 2654435761 >> 7) %% 8), 'prompt', 'psha', 'contract-' || ((i * 40503 >> 5) %% 5), 'csha', 'key000000000',
 			'{"subject":"Broken window","body":"My window broke in the storm."}', '{}',
-			'[{"attempt":1,"temperature":0.2,"shortened":false,"finish_reason":"stop","usage":{"prompt_tokens":10,"completion_tokens":5,"total_tokens":15},"violations":[{"path":"/label","rule":"canonical_labels","message":"not a label"}],"output_sha256":"x","output":"{\"label\":\"Windows\"}"}]',
+			'[{"attempt":1,"temperature":0.2,"shortened":false,"finish_reason":"stop","usage":{"prompt_tokens":10,"completion_tokens":5,"total_tokens":15},"violations":[{"path":"/label","rule":"' || a || '","message":"not a label"}' ||
+				CASE WHEN b IS NOT NULL AND b != a THEN ',{"path":"/label","rule":"' || b || '","message":"not a label"}' ELSE '' END ||
+				'],"output_sha256":"x","output":"{\"label\":\"Windows\"}"}]',
 			CASE WHEN i %% 10 = 0 THEN NULL ELSE '{"by":"reviewer","reviewer":"ana","note":"","output":{"label":"window"}}' END
-		FROM n`, n-1, b, b),
+		FROM (SELECT i, %s AS a, CASE WHEN sec %% 3 = 0 THEN %s END AS b
+			FROM (SELECT i, (%d + i * 1000000000) / 1000000000 AS sec FROM n))`, n-1, b, b, fmt.Sprintf(ruleA, "sec"), fmt.Sprintf(ruleB, "sec"), b),
+		// The rule rows of each item's attempts (the rules its violations
+		// name), as the store writes them.
 		`INSERT INTO review_rules (review_id, rule, created_ns, status, route, contract_name)
-		SELECT id, 'rule-' || ((created_ns / 1000000000 * 69069 >> 3) % 6), created_ns, status, route, contract_name FROM reviews`,
+		SELECT id, ` + fmt.Sprintf(ruleA, "(created_ns / 1000000000)") + `, created_ns, status, route, contract_name FROM reviews`,
 		`INSERT OR IGNORE INTO review_rules (review_id, rule, created_ns, status, route, contract_name)
-		SELECT id, 'rule-' || ((created_ns / 1000000000 * 48271 >> 4) % 7), created_ns, status, route, contract_name FROM reviews WHERE created_ns / 1000000000 % 3 = 0`,
+		SELECT id, ` + fmt.Sprintf(ruleB, "(created_ns / 1000000000)") + `, created_ns, status, route, contract_name FROM reviews WHERE created_ns / 1000000000 % 3 = 0`,
 		`ANALYZE`,
 	}
 	for _, q := range stmts {

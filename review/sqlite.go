@@ -386,6 +386,11 @@ const (
 		WHERE status = 'rejected' AND created_ns >= ?1 AND dedupe_key IS NOT NULL AND dedupe_until_ns > ?2
 		ORDER BY created_ns, id LIMIT ?3`
 	sqlInsertRule = `INSERT INTO review_rules (review_id, rule, created_ns, status, route, contract_name) VALUES (?,?,?,'pending',?,?) ON CONFLICT DO NOTHING`
+	// sqlResolveRule moves one rule row of an item to its new status, by
+	// the row's key (review_rules is keyed in the rule filter's order).
+	sqlResolveRule = `UPDATE review_rules SET status = ? WHERE rule = ? AND status = ? AND created_ns = ? AND review_id = ?`
+	// sqlDeleteRule deletes one rule row, by its key.
+	sqlDeleteRule = `DELETE FROM review_rules WHERE rule = ? AND status = ? AND created_ns = ? AND review_id = ?`
 
 	// The multi-row insert (execRows): head, then one row per item. OR
 	// IGNORE rather than ON CONFLICT: a multi-row statement that may abort
@@ -472,9 +477,10 @@ func (s *SQLite) insertRows(ctx context.Context, batch []createReq) (created []b
 	if n != len(batch) {
 		return created, false, nil
 	}
-	// Rule rows one by one: a multi-row insert into review_rules would
-	// check its foreign key per statement, which needs a statement
-	// journal (a temporary file written per page touched).
+	// Rule rows one by one, with ON CONFLICT DO NOTHING (a repeated rule
+	// row is no error): a multi-row insert that may abort half way (a NOT
+	// NULL constraint) needs a statement journal, a temporary file
+	// written per page touched.
 	ins := tx.StmtContext(bg, s.insRule)
 	for i := 0; i < len(rules); i += 5 {
 		if _, err := ins.ExecContext(bg, rules[i:i+5]...); err != nil {
@@ -818,12 +824,16 @@ func (s *SQLite) Resolve(ctx context.Context, id string, r Resolve) (*Item, erro
 	if n, _ := out.RowsAffected(); n == 0 {
 		return nil, missingOrResolved(tx.QueryRowContext(ctx, `SELECT count(*) FROM reviews WHERE id = ?`, id))
 	}
-	if _, err := tx.ExecContext(ctx, `UPDATE review_rules SET status = ? WHERE review_id = ?`, string(r.Status), id); err != nil {
-		return nil, err
-	}
 	it, err := getItem(ctx, tx, id)
 	if err != nil {
 		return nil, err
+	}
+	// The item's rule rows, found by their key (migration 0010): one for
+	// each rule of its attempts, as Create and AppendAttempts wrote them.
+	for _, rule := range it.Rules() {
+		if _, err := tx.ExecContext(ctx, sqlResolveRule, string(r.Status), rule, string(StatusPending), it.CreatedAt.UnixNano(), id); err != nil {
+			return nil, err
+		}
 	}
 	if r.Webhook {
 		if err := s.enqueue(ctx, tx, EventResolved, it); err != nil {
@@ -961,8 +971,57 @@ func (s *SQLite) Pending(ctx context.Context) (map[string]int, error) {
 // deleted when ctx ends or a batch fails; the next pass goes on from there.
 func (s *SQLite) DeleteResolvedBefore(ctx context.Context, t time.Time) (int, error) {
 	return resolvedInBatches(s.retentionBatch, func(st Status) (int, error) {
-		return s.deleteBatch(ctx, sqlRetention, string(st), t.UnixNano(), s.retentionBatch)
+		return s.retentionBatchTx(ctx, st, t.UnixNano())
 	})
+}
+
+// retentionBatchTx deletes one batch of a resolved status's expired items
+// and their rule rows in one transaction on the writer. review_rules has
+// no foreign key to cascade from (migration 0010): each item's rule rows
+// are deleted by their key, the item's rules read from the attempts the
+// DELETE returns.
+func (s *SQLite) retentionBatchTx(ctx context.Context, st Status, before int64) (int, error) {
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, err
+	}
+	defer tx.Rollback()
+	rows, err := tx.QueryContext(ctx, sqlRetention+` RETURNING id, created_ns, attempts`, string(st), before, s.retentionBatch)
+	if err != nil {
+		return 0, err
+	}
+	type gone struct {
+		id      string
+		created int64
+		rules   []string
+	}
+	var items []gone
+	for rows.Next() {
+		var g gone
+		var atts []byte
+		if err := rows.Scan(&g.id, &g.created, &atts); err != nil {
+			rows.Close()
+			return 0, err
+		}
+		var as []Attempt
+		if err := json.Unmarshal(atts, &as); err != nil {
+			rows.Close()
+			return 0, fmt.Errorf("item %s: attempts: %w", g.id, err)
+		}
+		g.rules = rulesOf(as, nil)
+		items = append(items, g)
+	}
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+		return 0, err
+	}
+	for _, g := range items {
+		for _, rule := range g.rules {
+			if _, err := tx.ExecContext(ctx, sqlDeleteRule, rule, string(st), g.created, g.id); err != nil {
+				return 0, err
+			}
+		}
+	}
+	return len(items), tx.Commit()
 }
 
 // deleteBatch runs one batch's DELETE, its own transaction on the writer,

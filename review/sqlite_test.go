@@ -366,7 +366,9 @@ func wantOldPending(t *testing.T, s review.Store) {
 
 // checkUpgradedItem: the item "old", written at the first migration level
 // (review.SQLiteAtLevel, review.PostgresAtLevel), is still found by the
-// rule filter, resolved, and deleted by retention after the upgrade.
+// rule filter, resolved (its rule row follows: SQLite's migration 0010
+// keys the rows by rule, status and creation time), and deleted by
+// retention after the upgrade.
 func checkUpgradedItem(t *testing.T, s review.Store) {
 	t.Helper()
 	ctx := context.Background()
@@ -377,6 +379,11 @@ func checkUpgradedItem(t *testing.T, s review.Store) {
 	if _, err := s.Resolve(ctx, "old", review.Resolve{Status: review.StatusApproved, At: time.Unix(0, 2),
 		Resolution: review.Resolution{By: review.ByReviewer, Reviewer: "ann", Output: []byte(`{}`)}}); err != nil {
 		t.Fatal(err)
+	}
+	for st, want := range map[review.Status]int{review.StatusPending: 0, review.StatusApproved: 1} {
+		if items, _, err := s.List(ctx, review.Filter{Rule: "required", Status: st}); err != nil || len(items) != want {
+			t.Fatalf("rule filter, %s, after resolving: %v %v", st, items, err)
+		}
 	}
 	if n, err := s.DeleteResolvedBefore(ctx, time.Unix(0, 3)); err != nil || n != 1 {
 		t.Fatalf("retention: %d %v", n, err)
