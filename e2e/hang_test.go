@@ -222,3 +222,97 @@ func TestWebhookReceiverHung(t *testing.T) {
 		t.Error("the webhook URL reached the log")
 	}
 }
+
+// PostgreSQL already hung when serve starts: serve gives the store's first
+// open its 2 s, listens, is ready and spools; once the server continues,
+// the store opens by itself and the spool moves in.
+func TestPostgresHungAtStart(t *testing.T) {
+	srv := testkit.StartPostgres(t)
+	hung := srv.Freeze(t)
+	dir := t.TempDir()
+	env := baseEnv()
+	env["CONTRACTD_REVIEW_DSN"] = srv.DSN
+	cfg := writeConfig(t, dir, renderConfig(cfgOpts{upstream: newUpstream(t, byModel).URL()})+"\nreview:\n  store: postgres\n  dsn_env: CONTRACTD_REVIEW_DSN\n")
+	start := time.Now()
+	d := startDaemon(t, cfg, env)
+	listening := time.Since(start)
+	t.Logf("listening %v after start with the store hung", listening.Round(time.Millisecond))
+	client := &http.Client{Timeout: 30 * time.Second}
+	defer client.CloseIdleConnections()
+	if st, b, el := timedCall(client, "GET", "http://"+d.Admin+"/readyz", "", ""); st != 200 || el > time.Second {
+		t.Fatalf("/readyz with the store hung at start: %d after %v: %s", st, el, b)
+	}
+	begin := time.Now()
+	id, ok := badReview(client, d)
+	if el := time.Since(begin); !ok || el > storeHangBound {
+		t.Fatalf("422 with the store hung at start: stored %v after %v", ok, el)
+	}
+	spool := filepath.Join(dir, "review-spool.jsonl")
+	if _, err := os.Stat(spool); err != nil {
+		t.Fatalf("not spooled: %v", err)
+	}
+	hung.Thaw()
+	if !waitFor(30*time.Second, func() bool { _, err := os.Stat(spool); return os.IsNotExist(err) }) {
+		t.Fatalf("the spool did not move in after the store continued:\n%s", d.stderr)
+	}
+	if _, ok := d.logLine(5*time.Second, msgIs("review store open")); !ok {
+		t.Fatalf("the store never opened:\n%s", d.stderr)
+	}
+	if st, m := adminGet(t, d, "/admin/reviews/"+id); st != 200 || m["id"] != id {
+		t.Fatalf("the spooled item after the store opened: %d %v", st, m)
+	}
+}
+
+// Redis hung (the rate limiter's store): each request waits at most the
+// limiter's timeout (100 ms) and passes (fail open, as with Redis down),
+// three in a row open the limit for a second without asking, the failure
+// is logged once and counted; once Redis continues, the shared limit
+// applies again by itself.
+func TestRedisHung(t *testing.T) {
+	rs := testkit.StartRedis(t, 0)
+	cfg := renderConfig(cfgOpts{upstream: newUpstream(t, byModel).URL(),
+		server: "  rate_limit: {requests_per_second: 0.5, burst: 2, store: redis, redis_url_env: RL_REDIS_URL}\n"})
+	env := baseEnv()
+	env["RL_REDIS_URL"] = rs.URL
+	d := startDaemon(t, writeConfig(t, t.TempDir(), cfg), env)
+	client := &http.Client{Timeout: 10 * time.Second}
+	defer client.CloseIdleConnections()
+	body := reviewBody("review-sentiment", "Fast delivery and great food.")
+	send := func() (int, time.Duration) {
+		st, _, el := timedCall(client, "POST", d.BaseURL()+"/chat/completions", clientKey, body)
+		return st, el
+	}
+	for range 2 {
+		if st, _ := send(); st != 200 {
+			t.Fatalf("within the burst: %d", st)
+		}
+	}
+	if st, _ := send(); st != 429 {
+		t.Fatalf("over the burst: %d", st)
+	}
+	hung := rs.Freeze(t)
+	for i := range 8 {
+		st, el := send()
+		if st != 200 || el > time.Second {
+			t.Fatalf("request %d with Redis hung: %d after %v, want 200 (fail open) within the limiter's timeout", i+1, st, el)
+		}
+	}
+	if _, ok := d.logLine(5*time.Second, msgIs("rate limit store unavailable; requests pass unlimited")); !ok {
+		t.Fatalf("not logged:\n%s", d.stderr)
+	}
+	if n := d.countLog(msgIs("rate limit store unavailable; requests pass unlimited")); n != 1 {
+		t.Errorf("%d failure lines, want 1", n)
+	}
+	if v := storeErrors(t, d); v < 1 {
+		t.Errorf("contractd_rate_limit_store_errors_total %v", v)
+	}
+	hung.Thaw()
+	// The limit applies again: the bucket is spent, so within a few
+	// requests one is refused.
+	if !waitFor(10*time.Second, func() bool { st, _ := send(); return st == 429 }) {
+		t.Fatalf("the limit never applied again after Redis continued:\n%s", d.stderr)
+	}
+	if _, ok := d.logLine(5*time.Second, msgIs("rate limit store reachable again")); !ok {
+		t.Errorf("recovery not logged:\n%s", d.stderr)
+	}
+}
