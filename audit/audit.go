@@ -156,6 +156,17 @@ var BlockedAfter = 5 * time.Second
 // ErrBlocked is the error of a line that waited BlockedAfter for the sink.
 var ErrBlocked = errors.New("audit sink blocked: an earlier write has not returned")
 
+// CloseWait bounds how long Close waits for a write in progress: a write
+// that has not returned by then (a hung disk or mount, a pipe nobody reads)
+// is left to finish, and the file is fsynced and closed when it returns,
+// so no line is cut; Close returns ErrCloseDeferred meanwhile.
+const CloseWait = 1 * time.Second
+
+// ErrCloseDeferred is Close's error when a write in progress had not
+// returned within CloseWait: the sink is closed to new lines, and its file
+// is closed once that write returns. A reload or a shutdown goes on.
+var ErrCloseDeferred = errors.New("audit sink close deferred: a write has not returned; the file is closed when it does")
+
 // errClosed is a write to a sink Close has closed (a Switch moved on).
 var errClosed = errors.New("audit sink closed")
 
@@ -171,6 +182,9 @@ type writerSink struct {
 	w      io.Writer
 	f      *os.File
 	closed bool
+	// closing: Close ran; set before it waits for the write in progress,
+	// so no line is written to the sink after it returns.
+	closing atomic.Bool
 	// torn: the destination ends in part of a line, without its newline
 	// (a write cut short by a full disk, or a file found so at open): the
 	// next line starts with a newline of its own, or it would be glued to
@@ -235,7 +249,7 @@ func (s *writerSink) writeLine(b []byte) error {
 		return err
 	}
 	defer func() { <-s.sem }()
-	if s.closed {
+	if s.closed || s.closing.Load() {
 		return errClosed
 	}
 	if s.torn {
@@ -268,11 +282,34 @@ func (s *writerSink) Write(ev *Event) error {
 	return s.writeLine(b) // one write per line: O_APPEND keeps lines whole
 }
 
-// Close waits for the write in progress, however long it takes, so that
-// no line is cut; writes after it fail with errClosed.
+// Close waits for the write in progress, so that no line is cut, at most
+// CloseWait: then it returns ErrCloseDeferred and the file is closed when
+// that write returns (a shutdown or a reload is not held up by a write
+// that never returns). Writes after it fail with errClosed.
 func (s *writerSink) Close() error {
-	s.sem <- struct{}{}
+	s.closing.Store(true)
+	select {
+	case s.sem <- struct{}{}:
+	default:
+		t := time.NewTimer(CloseWait)
+		defer t.Stop()
+		select {
+		case s.sem <- struct{}{}:
+		case <-t.C:
+			go func() {
+				s.sem <- struct{}{}
+				_ = s.closeLocked() // nobody is left to tell
+				<-s.sem
+			}()
+			return ErrCloseDeferred
+		}
+	}
 	defer func() { <-s.sem }()
+	return s.closeLocked()
+}
+
+// closeLocked fsyncs and closes the file (s.sem held).
+func (s *writerSink) closeLocked() error {
 	if s.closed || s.f == nil {
 		s.closed = true
 		return nil
@@ -436,7 +473,9 @@ func (s *Switch) write(w func(Sink) error) error {
 	for {
 		cur := s.cur.Load()
 		err := w(*cur)
-		if errors.Is(err, errClosed) && s.cur.Load() != cur {
+		// The sink was closed by a Reopen or a Follow meanwhile, or a
+		// write stuck on it held this one up: the line goes to the next.
+		if (errors.Is(err, errClosed) || errors.Is(err, ErrBlocked)) && s.cur.Load() != cur {
 			continue
 		}
 		if err != nil {

@@ -20,6 +20,7 @@ import (
 	"github.com/contractd/contractd/audit"
 	"github.com/contractd/contractd/contracts"
 	"github.com/contractd/contractd/internal/testkit"
+	"golang.org/x/sys/unix"
 )
 
 func sample(id string) *audit.Event {
@@ -559,4 +560,89 @@ func readAll(t *testing.T, path string) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// TestCloseDoesNotWaitForAStuckWrite: a write that does not return (here
+// into a FIFO whose reader reads nothing) holds up neither a reload's
+// Reopen nor Close: each returns after CloseWait with ErrCloseDeferred,
+// the new sink takes the next lines at once, and the stuck line is not
+// cut: the old file is closed once it returns. Before, Close waited for
+// the write however long it took: a reload hung (and with it every later
+// reload), and so did serve's exit after the drain.
+func TestCloseDoesNotWaitForAStuckWrite(t *testing.T) {
+	dir := t.TempDir()
+	fifo, next := filepath.Join(dir, "audit.fifo"), filepath.Join(dir, "next.jsonl")
+	if err := unix.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rfd, err := unix.Open(fifo, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := os.NewFile(uintptr(rfd), fifo)
+	defer r.Close()
+	if _, err := unix.FcntlInt(r.Fd(), unix.F_SETPIPE_SZ, 4096); err != nil {
+		t.Fatal(err)
+	}
+	s, err := audit.NewSwitch(audit.SinkFile, fifo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	big := sample("stuck")
+	big.Input = json.RawMessage(`"` + strings.Repeat("x", 64<<10) + `"`) // more than the pipe holds
+	stuck := make(chan error, 1)
+	go func() { stuck <- s.Write(big) }()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if n, err := unix.IoctlGetInt(rfd, unix.TIOCINQ); err == nil && n == 4096 {
+			break // the pipe is full: the write is stuck
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the pipe never filled")
+		}
+	}
+
+	type result struct {
+		changed bool
+		err     error
+	}
+	reopened := make(chan result, 1)
+	start := time.Now()
+	go func() { c, err := s.Reopen(audit.SinkFile, next); reopened <- result{c, err} }()
+	select {
+	case res := <-reopened:
+		if !res.changed || !errors.Is(res.err, audit.ErrCloseDeferred) {
+			t.Fatalf("Reopen: changed %v, %v; want true, ErrCloseDeferred", res.changed, res.err)
+		}
+		if took := time.Since(start); took > audit.CloseWait+2*time.Second {
+			t.Errorf("Reopen took %v, want about CloseWait (%v)", took, audit.CloseWait)
+		}
+	case <-time.After(audit.CloseWait + 5*time.Second):
+		t.Fatal("Reopen did not return: it waits for the stuck write")
+	}
+	if err := s.Write(sample("after")); err != nil {
+		t.Fatal(err)
+	}
+	if got := readAll(t, next); !strings.Contains(got, `"request_id":"after"`) {
+		t.Errorf("the line after the reopen is not in the new file: %q", got)
+	}
+
+	// The reader reads again: the stuck line arrives whole, then EOF (the
+	// old sink closed its file once the write returned).
+	if err := unix.SetNonblock(rfd, false); err != nil {
+		t.Fatal(err)
+	}
+	got, err := io.ReadAll(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := <-stuck; err != nil {
+		t.Errorf("the stuck write: %v", err)
+	}
+	var ev audit.Event
+	if err := json.Unmarshal(got, &ev); err != nil || ev.RequestID != "stuck" {
+		t.Errorf("the FIFO held %d bytes, not the stuck line whole: %v", len(got), err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
 }

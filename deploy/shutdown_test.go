@@ -13,10 +13,12 @@ import (
 
 // stopAfterDrain is what contractd may spend after its listeners have
 // drained (shutdown_timeout): the review spool's last move into the store,
-// then the last span export (cmd/contractd's telemetryShutdownTimeout).
+// the last span export (cmd/contractd's telemetryShutdownTimeout), then the
+// audit sink's close waiting for a write in progress (audit.CloseWait).
 func stopAfterDrain(t *testing.T, rt *config.Runtime) time.Duration {
 	t.Helper()
-	return closeDrainTimeout(t, rt) + sourceSeconds(t, filepath.Join("..", "cmd", "contractd", "serve.go"), "telemetryShutdownTimeout")
+	return closeDrainTimeout(t, rt) + sourceSeconds(t, filepath.Join("..", "cmd", "contractd", "serve.go"), "telemetryShutdownTimeout") +
+		sourceSeconds(t, filepath.Join("..", "audit", "audit.go"), "CloseWait")
 }
 
 // sourceSeconds reads `const NAME = N * time.Second` from a Go file.

@@ -221,7 +221,13 @@ func serve(ctx context.Context, path string, rt *config.Runtime, logger *slog.Lo
 	if err != nil {
 		return err
 	}
-	defer sink.Close()
+	defer func() {
+		// At most audit.CloseWait: a write that never returns (a hung
+		// mount) does not hold the exit past the stop budget.
+		if err := sink.Close(); err != nil {
+			logger.Warn("audit sink close failed", "error", err.Error())
+		}
+	}()
 	fctx, stopFollow := context.WithCancel(context.Background())
 	defer stopFollow() // before sink.Close: deferred calls run last first
 	go followAudit(fctx, sink, auditFollowEvery, logger)
@@ -462,6 +468,8 @@ func followAudit(ctx context.Context, sw *audit.Switch, every time.Duration, log
 		}
 		switch {
 		case err == nil:
+		case opened && errors.Is(err, audit.ErrCloseDeferred):
+			logger.Warn("audit sink close deferred: a write has not returned", "error", err.Error())
 		case opened:
 			logger.Warn("audit file moved away: closing it failed", "path", path, "error", err.Error())
 		case err.Error() != failing:
@@ -621,6 +629,12 @@ func watchReload(ctx context.Context, rw *reloadWatch, path string, l live, tel 
 			var opened bool
 			if opened, err = l.audit.Reopen(rt.Audit.Sink, rt.Audit.Path); opened {
 				logger.Info("audit sink opened", "sink", string(rt.Audit.Sink), "path", rt.Audit.Path)
+			}
+			if errors.Is(err, audit.ErrCloseDeferred) {
+				// The new sink took over; the old one's stuck write
+				// holds up only its own close, not this reload.
+				logger.Warn("audit sink close deferred: a write has not returned", "error", err.Error())
+				err = nil
 			}
 		}
 		if err != nil && tentative {
