@@ -7,7 +7,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.version=$(VERSION)
 FUZZTIME ?= 20s
 
-.PHONY: all build test test-go test-e2e vet bench bench-engine bench-review bench-ratelimit bench-replicas bench-replay fuzz demo run clean deps deps-test soak
+.PHONY: all build test test-go test-e2e vet bench bench-engine bench-review bench-ratelimit bench-replicas bench-replay fuzz demo run clean deps deps-test soak soak-long
 
 all: build
 
@@ -104,6 +104,16 @@ bench: build
 # about 4 minutes (docs/benchmarks.md). CI runs it after make test.
 soak:
 	$(GO) test -tags soak -count=1 -timeout 12m -v -run TestSoak ./test/soak/
+
+# A long soak at a low steady rate (about 27 requests/s) of the real binary,
+# sampled every 30 s for anything that grows without bound: SOAK_MODE sqlite
+# (one contractd) or replicas (two, on a throwaway PostgreSQL and Redis), for
+# SOAK_DUR (docs/benchmarks.md, "Limits under load", session 14). Not run by
+# make test or make soak.
+SOAK_MODE ?= sqlite
+SOAK_DUR  ?= 17m
+soak-long: build
+	scripts/soak-long.sh $(SOAK_MODE) $(SOAK_DUR)
 
 # Each fuzz target for FUZZTIME (go test runs one -fuzz target at a time).
 fuzz:
