@@ -768,7 +768,7 @@ func (c *compiler) policies(path string, p Policies, schema map[string]any) []co
 			continue
 		}
 		if checkPath(join(at, "path"), f.Path) {
-			pol, err := policy.NewForbiddenRegexp(f.Name, f.Path, re)
+			pol, err := policy.NewForbidden(f.Name, f.Path, re)
 			add(at, pol, err)
 		}
 	}

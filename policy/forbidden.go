@@ -24,18 +24,10 @@ type ForbiddenPolicy struct {
 	re   *regexp.Regexp
 }
 
-// NewForbidden compiles pattern once; name becomes part of the rule id.
-func NewForbidden(name, path, pattern string) (contracts.Policy, error) {
-	re, err := regexp.Compile(pattern)
-	if err != nil {
-		return nil, fmt.Errorf("pattern %q: %v", pattern, err)
-	}
-	return NewForbiddenRegexp(name, path, re)
-}
-
-// NewForbiddenRegexp is NewForbidden with the pattern already compiled
-// (config compiles it to report a bad one at its own key).
-func NewForbiddenRegexp(name, path string, re *regexp.Regexp) (contracts.Policy, error) {
+// NewForbidden is the forbidden policy name (part of the rule id) for re
+// at path. The caller compiles re: config does, to report a bad pattern at
+// its own key.
+func NewForbidden(name, path string, re *regexp.Regexp) (contracts.Policy, error) {
 	if !ValidName(name) {
 		return nil, fmt.Errorf("name %q: must match [A-Za-z0-9._-]+", name)
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -85,7 +86,7 @@ func FuzzParsePathWalk(f *testing.F) {
 			func() (contracts.Policy, error) { return NewEvidence(path, "") },
 			func() (contracts.Policy, error) { return NewEvidence(path, "/a") },
 			func() (contracts.Policy, error) { return NewQuestions(path, intp(1), nil) },
-			func() (contracts.Policy, error) { return NewForbidden("f", path, ".") },
+			func() (contracts.Policy, error) { return NewForbidden("f", path, regexp.MustCompile(".")) },
 			func() (contracts.Policy, error) { return NewPromptLeak(), nil },
 		} {
 			pol, err := mk()

@@ -3,6 +3,7 @@ package policy
 import (
 	"fmt"
 	"reflect"
+	"regexp"
 	"testing"
 
 	"github.com/contractd/contractd/contracts"
@@ -33,8 +34,8 @@ func TestPathPoliciesSeeTheSameOutput(t *testing.T) {
 	pols := []contracts.Policy{
 		must(NewLabels("/items/*/kind", "kinds", []string{"a", "b"})),
 		must(NewLabels("/meta/*", "kinds", []string{"a", "b"})),
-		must(NewForbidden("secret", "/summary", `(?i)secret`)),
-		must(NewForbidden("secret_any", "/items/1/quote", `(?i)secret`)),
+		must(NewForbidden("secret", "/summary", regexp.MustCompile(`(?i)secret`))),
+		must(NewForbidden("secret_any", "/items/1/quote", regexp.MustCompile(`(?i)secret`))),
 		must(NewEvidence("/items/*/quote", "")),
 		must(NewQuestions("/summary", &one, nil)),
 		must(NewQuestions("/items/0/missing", &two, nil)),
