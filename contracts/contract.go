@@ -60,7 +60,7 @@ func (c *Contract) check(content string, s *Subject, stream bool) Result {
 		// path's decode continues after them.
 		if b, out, ok := c.checkStream(p, content, sc); ok {
 			res.JSON = b
-			return c.policies(res, nil, out, s, false, sc)
+			return c.verdict(res, nil, out, s, false, sc)
 		}
 	}
 	ex, vs := extract(content, c.Mode, c.Limits, c.HasTextProperty, sc)
@@ -70,13 +70,14 @@ func (c *Contract) check(content string, s *Subject, stream bool) Result {
 	}
 	res.JSON = ex.JSON
 	vs, library := c.Schema.validate(ex.Value)
-	return c.policies(res, vs, ex.Value, s, library, sc)
+	return c.verdict(res, vs, ex.Value, s, library, sc)
 }
 
-// policies completes a check whose output passed extraction: the schema's
-// violations vs, the policies' on out, the evidence, the verdict; sc goes
-// back to the pool when out was valid by the fast tree (library false).
-func (c *Contract) policies(res Result, vs []Violation, out map[string]any, s *Subject, library bool, sc *decodeScratch) Result {
+// verdict finishes a check whose output passed extraction: it runs the
+// policies on out and adds their violations to the schema's (vs), sorts
+// the evidence and the violations, and sets Valid; sc goes back to the
+// pool when out was valid by the fast tree (library false).
+func (c *Contract) verdict(res Result, vs []Violation, out map[string]any, s *Subject, library bool, sc *decodeScratch) Result {
 	if s == nil {
 		s = &Subject{}
 	}
