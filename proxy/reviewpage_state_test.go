@@ -201,3 +201,44 @@ func addPendingItem(t *testing.T, ps *pageSite, id, route, rule string, at time.
 		t.Fatal(err)
 	}
 }
+
+// An item's own fetch arriving after the reviewer has started typing (j
+// then k back before j's and k's fetches return, the editor already on
+// screen) keeps what was typed and checks it, rather than putting the
+// model's output back: before, the late fetch reset the editor and the
+// live check then judged the model's output, so approve stayed disabled
+// for the text the reviewer saw being replaced.
+func TestReviewPageLateFetchKeepsTheEdit(t *testing.T) {
+	ps := newPageSite(t)
+	ids := ps.needsReviews(2)
+	var slow atomic.Bool
+	hook := func(w http.ResponseWriter, r *http.Request) bool {
+		if slow.Load() && r.Method == "GET" && strings.HasPrefix(r.URL.Path, "/admin/reviews/req_") {
+			time.Sleep(1500 * time.Millisecond)
+		}
+		return false
+	}
+	ps.hook.Store(&hook)
+	b := newBrowser(t)
+	b.open(ps.ts.URL, adminKey)
+	b.until(titleIs(ids[1]) + ` && document.getElementById("check-state").className === "bad"`)
+	b.do(chromedp.SendKeys(chromedp.CSS("#reviewer"), "ann"))
+
+	slow.Store(true)
+	b.key("j")
+	b.key("k")
+	b.typeEditor(validClassify)
+	// Both fetches come back after the typing: k's is the item on screen.
+	time.Sleep(3500 * time.Millisecond)
+	slow.Store(false)
+	if v := evalJS[string](b, `document.getElementById("editor").value`); v != validClassify {
+		t.Fatalf("editor holds %q after the item's late fetch, want what was typed", v)
+	}
+	b.until(titleIs(ids[1]) + ` && document.getElementById("check-state").className === "ok" && !document.getElementById("approve").disabled`)
+	b.do(chromedp.Click(chromedp.CSS("#approve")))
+	b.until(listLen + ` === 1`)
+	if it, err := ps.store.Get(context.Background(), ids[1]); err != nil || it.Status != review.StatusApproved || !jsonEq(it.Resolution.Output, validClassify) {
+		t.Fatalf("%v %+v", err, it)
+	}
+	b.end(ps)
+}

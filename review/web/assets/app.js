@@ -588,6 +588,7 @@
   // --------------------------------------------------------------- detail
 
   function showDetail(it) {
+    const before = state.item;
     state.item = it;
     $("detail").hidden = !it;
     clearTimeout(state.checkTimer);
@@ -640,8 +641,14 @@
       } catch (_) {
         // not one JSON value (prose, truncated): the text as it is
       }
-      $("editor").value = start;
-      $("note").value = "";
+      // The same item again, unchanged (k back to it before the fetch j
+      // started came back, or its own fetch arriving after the list's):
+      // what the reviewer has typed stays, and is checked again.
+      const same = before && before.id === it.id && before.status === it.status && (before.attempts || []).length === atts.length;
+      if (!same) {
+        $("editor").value = start;
+        $("note").value = "";
+      }
       scheduleCheck(0);
     }
   }
