@@ -572,18 +572,8 @@ func readAll(t *testing.T, path string) string {
 func TestCloseDoesNotWaitForAStuckWrite(t *testing.T) {
 	dir := t.TempDir()
 	fifo, next := filepath.Join(dir, "audit.fifo"), filepath.Join(dir, "next.jsonl")
-	if err := unix.Mkfifo(fifo, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	rfd, err := unix.Open(fifo, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := os.NewFile(uintptr(rfd), fifo)
-	defer r.Close()
-	if _, err := unix.FcntlInt(r.Fd(), unix.F_SETPIPE_SZ, 4096); err != nil {
-		t.Fatal(err)
-	}
+	r := testkit.StuckFIFO(t, fifo)
+	rfd := int(r.Fd())
 	s, err := audit.NewSwitch(audit.SinkFile, fifo)
 	if err != nil {
 		t.Fatal(err)

@@ -4,13 +4,14 @@ import (
 	"bufio"
 	"encoding/json"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/contractd/contractd/internal/testkit"
 )
 
 // An audit write that does not return (a hung disk or network mount, a
@@ -27,20 +28,10 @@ func TestAuditBlockedSinkHoldsUpOneRequest(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	fifo := filepath.Join(dir, "audit.fifo")
-	if err := unix.Mkfifo(fifo, 0o600); err != nil {
-		t.Fatal(err)
-	}
 	// The reader is opened first (serve's open of a FIFO waits for one)
 	// and reads nothing until the end: its pipe, made one page, fills.
-	rfd, err := unix.Open(fifo, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := os.NewFile(uintptr(rfd), fifo)
-	t.Cleanup(func() { r.Close() })
-	if _, err := unix.FcntlInt(r.Fd(), unix.F_SETPIPE_SZ, 4096); err != nil {
-		t.Fatal(err)
-	}
+	r := testkit.StuckFIFO(t, fifo)
+	rfd := int(r.Fd())
 	_, d := serveAudit(t, dir, "sink: file\n  path: audit.fifo")
 
 	send := func(text string, timeout time.Duration) (*http.Response, error) {

@@ -453,20 +453,8 @@ func (s *slowExport) Export(ctx context.Context, f review.ExportFilter, fn func(
 // as it keeps writing.
 func TestExportOutlivesRequestTimeout(t *testing.T) {
 	rh := newReviewHarness(t)
-	ctx := context.Background()
 	const n = 150
-	base := time.Now().Add(-time.Hour)
-	for i := range n {
-		it := storetest.NewItem(fmt.Sprintf("exp-%03d", i), "classify", base)
-		if _, err := rh.store.Create(ctx, it, false); err != nil {
-			t.Fatal(err)
-		}
-		res := review.Resolve{Status: review.StatusApproved, At: base.Add(time.Duration(i) * time.Millisecond),
-			Resolution: review.Resolution{By: review.ByReviewer, Reviewer: "ann", Output: json.RawMessage(`{"ok":true}`)}}
-		if _, err := rh.store.Resolve(ctx, it.ID, res); err != nil {
-			t.Fatal(err)
-		}
-	}
+	addApproved(t, rh, "exp", n)
 	rh.store.Store = &slowExport{Store: rh.store.Store, per: 5 * time.Millisecond} // 750 ms in all
 	rt := *rh.srv.Runtime()
 	rt.Server.RequestTimeout = 100 * time.Millisecond
@@ -513,19 +501,7 @@ func (s *failingExport) Export(ctx context.Context, f review.ExportFilter, fn fu
 // fails instead of ending cleanly on a partial file.
 func TestExportStoreFailureIsNotACompleteExport(t *testing.T) {
 	rh := newReviewHarness(t)
-	ctx := context.Background()
-	base := time.Now().Add(-time.Hour)
-	for i := range 150 {
-		it := storetest.NewItem(fmt.Sprintf("exf-%03d", i), "classify", base)
-		if _, err := rh.store.Create(ctx, it, false); err != nil {
-			t.Fatal(err)
-		}
-		res := review.Resolve{Status: review.StatusApproved, At: base.Add(time.Duration(i) * time.Millisecond),
-			Resolution: review.Resolution{By: review.ByReviewer, Reviewer: "ann", Output: json.RawMessage(`{"ok":true}`)}}
-		if _, err := rh.store.Resolve(ctx, it.ID, res); err != nil {
-			t.Fatal(err)
-		}
-	}
+	addApproved(t, rh, "exf", 150)
 	orig := rh.store.Store
 	defer func() { rh.store.Store = orig }()
 	for _, after := range []int{0, 3} {
@@ -556,5 +532,25 @@ func TestExportStoreFailureIsNotACompleteExport(t *testing.T) {
 	rh.store.Store = orig
 	if r := rh.call("GET", "/admin/reviews/export?status=approved", "", adminKey); r.Status != 200 || len(strings.Split(strings.TrimSpace(string(r.Body)), "\n")) != 150 {
 		t.Fatalf("the whole export afterwards: %d", r.Status)
+	}
+}
+
+// addApproved stores n items approved an hour ago, a millisecond apart,
+// with ids prefix-000, prefix-001, …: enough for an export of several
+// flushes.
+func addApproved(t *testing.T, rh *reviewHarness, prefix string, n int) {
+	t.Helper()
+	ctx := context.Background()
+	base := time.Now().Add(-time.Hour)
+	for i := range n {
+		it := storetest.NewItem(fmt.Sprintf("%s-%03d", prefix, i), "classify", base)
+		if _, err := rh.store.Create(ctx, it, false); err != nil {
+			t.Fatal(err)
+		}
+		res := review.Resolve{Status: review.StatusApproved, At: base.Add(time.Duration(i) * time.Millisecond),
+			Resolution: review.Resolution{By: review.ByReviewer, Reviewer: "ann", Output: json.RawMessage(`{"ok":true}`)}}
+		if _, err := rh.store.Resolve(ctx, it.ID, res); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
