@@ -517,17 +517,9 @@ func startUpstream() string {
 			}
 		case "up-pass":
 			if req.Stream {
-				w.Header().Set("Content-Type", "text/event-stream")
-				for i := range 10 {
-					fmt.Fprintf(w, "data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"up-pass\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"w%d \"},\"finish_reason\":null}]}\n\n", i)
-					w.(http.Flusher).Flush()
-					select {
-					case <-time.After(150 * time.Millisecond):
-					case <-r.Context().Done():
-						return
-					}
-				}
-				io.WriteString(w, "data: [DONE]\n\n")
+				streamSlowly(w, r, func(i int) string {
+					return fmt.Sprintf("data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"up-pass\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"w%d \"},\"finish_reason\":null}]}\n\n", i)
+				}, "data: [DONE]\n\n")
 				return
 			}
 		}
@@ -542,20 +534,29 @@ func startUpstream() string {
 	})
 	mux.HandleFunc("POST /v1/responses", func(w http.ResponseWriter, r *http.Request) {
 		io.Copy(io.Discard, r.Body)
-		w.Header().Set("Content-Type", "text/event-stream")
-		for i := range 10 {
-			fmt.Fprintf(w, "event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"sequence_number\":%d,\"delta\":\"w \"}\n\n", i)
-			w.(http.Flusher).Flush()
-			select {
-			case <-time.After(150 * time.Millisecond):
-			case <-r.Context().Done():
-				return
-			}
-		}
-		io.WriteString(w, "event: response.completed\ndata: {\"type\":\"response.completed\",\"sequence_number\":10,\"response\":{}}\n\n")
+		streamSlowly(w, r, func(i int) string {
+			return fmt.Sprintf("event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"sequence_number\":%d,\"delta\":\"w \"}\n\n", i)
+		}, "event: response.completed\ndata: {\"type\":\"response.completed\",\"sequence_number\":10,\"response\":{}}\n\n")
 	})
 	go http.Serve(ln, mux)
 	return "http://" + addr + "/v1"
+}
+
+// streamSlowly answers with an event stream as a slow model sends one:
+// event(i) for i from 0 to 9, 150 ms apart, then last; it stops when the
+// client goes.
+func streamSlowly(w http.ResponseWriter, r *http.Request, event func(i int) string, last string) {
+	w.Header().Set("Content-Type", "text/event-stream")
+	for i := range 10 {
+		io.WriteString(w, event(i))
+		w.(http.Flusher).Flush()
+		select {
+		case <-time.After(150 * time.Millisecond):
+		case <-r.Context().Done():
+			return
+		}
+	}
+	io.WriteString(w, last)
 }
 
 func startHook() string {
