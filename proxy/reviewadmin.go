@@ -60,8 +60,8 @@ func (s *Server) AdminGate(h http.Handler, onListen bool) http.Handler {
 // ReviewAdmin is the reviewer API under /admin/ (gate it with AdminGate).
 func (s *Server) ReviewAdmin() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /admin/reviews", s.listReviews)
-	mux.HandleFunc("GET /admin/reviews/export", s.exportReviews)
+	mux.HandleFunc("GET /admin/reviews", s.withStore(s.listReviews))
+	mux.HandleFunc("GET /admin/reviews/export", s.withStore(s.exportReviews))
 	mux.HandleFunc("GET /admin/reviews/{id}", s.adminGetReview)
 	mux.HandleFunc("POST /admin/reviews/{id}/approve", s.approveReview)
 	mux.HandleFunc("POST /admin/reviews/{id}/reject", s.rejectReview)
@@ -88,6 +88,18 @@ func (s *Server) store() (review.Store, *APIError) {
 	return nil, errStoreDown
 }
 
+// withStore serves h with the open store, or answers with store's error.
+func (s *Server) withStore(h func(http.ResponseWriter, *http.Request, review.Store)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		st, aerr := s.store()
+		if aerr != nil {
+			writeError(w, aerr)
+			return
+		}
+		h(w, r, st)
+	}
+}
+
 func (s *Server) storeError(w http.ResponseWriter, err error) *APIError {
 	switch {
 	case errors.Is(err, review.ErrNotFound):
@@ -108,12 +120,7 @@ type reviewList struct {
 	NextCursor *string        `json:"next_cursor"`
 }
 
-func (s *Server) listReviews(w http.ResponseWriter, r *http.Request) {
-	st, aerr := s.store()
-	if aerr != nil {
-		writeError(w, aerr)
-		return
-	}
+func (s *Server) listReviews(w http.ResponseWriter, r *http.Request, st review.Store) {
 	q := r.URL.Query()
 	f := review.Filter{Route: q.Get("route"), Contract: q.Get("contract"), Rule: q.Get("rule"), Cursor: q.Get("cursor")}
 	if ls := q.Get("limit"); ls != "" {
@@ -124,6 +131,7 @@ func (s *Server) listReviews(w http.ResponseWriter, r *http.Request) {
 		}
 		f.Limit = n
 	}
+	var aerr *APIError
 	if f.Status, aerr = statusParam(q, ""); aerr != nil {
 		writeError(w, aerr)
 		return
@@ -180,14 +188,10 @@ type exportLine struct {
 	ResolvedAt *time.Time      `json:"resolved_at"`
 }
 
-func (s *Server) exportReviews(w http.ResponseWriter, r *http.Request) {
-	st, aerr := s.store()
-	if aerr != nil {
-		writeError(w, aerr)
-		return
-	}
+func (s *Server) exportReviews(w http.ResponseWriter, r *http.Request, st review.Store) {
 	q := r.URL.Query()
 	f := review.ExportFilter{Route: q.Get("route")}
+	var aerr *APIError
 	if f.Status, aerr = statusParam(q, review.StatusApproved); aerr != nil {
 		writeError(w, aerr)
 		return
