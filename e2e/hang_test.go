@@ -27,6 +27,13 @@ import (
 // new connection's connect_timeout) and slack for a loaded machine.
 const storeHangBound = 8 * time.Second
 
+// breakerBound is how long a 422 may take once the store's breaker is open
+// (three writes in a row failed): a spool append and its fsync, no wait on
+// the store, with slack for a loaded machine.
+const breakerBound = 2 * time.Second
+
+const breakerOpened = "review store failing; needs_review items are spooled without waiting for it until the spool moves in"
+
 // timedCall sends one request and returns its status, body and duration
 // (status 0: a transport error, in the body).
 func timedCall(c *http.Client, method, url, key, body string) (int, []byte, time.Duration) {
@@ -49,17 +56,20 @@ func timedCall(c *http.Client, method, url, key, body string) (int, []byte, time
 
 // PostgreSQL hung under two replicas: the health checks answer at once,
 // 422s are spooled (stored: true) after the store's bound, each within it
-// while the spool's drain waits on the store, and their clients can read them from the
-// spool meanwhile; the reviewer API answers 503 review_store_unavailable
-// within the bound, the export too. Once the server continues, the spool moves in by
-// itself, a waiter on one replica is released by an approval on the other
-// (LISTEN/NOTIFY listens again), and after kill -9 and a restart every id
-// a client was told about is in the store.
+// while the spool's drain waits on the store, then, three writes in a row
+// having failed (the store's breaker open, logged once), at once; their
+// clients can read them from the spool meanwhile; the reviewer API answers
+// 503 review_store_unavailable within the bound, the export too. Once the
+// server continues, the spool moves in by itself, the breaker closes and
+// the next item is stored, a waiter on one replica is released by an
+// approval on the other (LISTEN/NOTIFY listens again), and after kill -9
+// and a restart every id a client was told about is in the store.
 //
 // Before: the 422s of a hang were answered after 5, 10 and 15 s, each one
 // spooled behind the spool's drain, which held the spool's lock while it
 // waited on the hung store; and a spooled item's poll answered 503 until
-// the store came back.
+// the store came back; and every 422 waited its 5 s for as long as the
+// hang lasted.
 func TestPostgresHung(t *testing.T) {
 	srv := testkit.StartPostgres(t)
 	c := startCluster(t, 2, clusterOpts{upstream: newUpstream(t, byModel).URL(), dsn: srv.DSN})
@@ -98,6 +108,22 @@ func TestPostgresHung(t *testing.T) {
 	if t.Failed() {
 		return
 	}
+	// Three writes in a row failed: the breaker is open, and the next
+	// 422s are spooled at once, without waiting for the hung store (each
+	// waited its 5 s for as long as the hang lasted).
+	for range 3 {
+		start := time.Now()
+		id, ok := badReview(c.client, r1)
+		if el := time.Since(start); !ok || el > breakerBound {
+			t.Fatalf("422 with the store's breaker open: stored %v after %v (want within %v)", ok, el.Round(time.Millisecond), breakerBound)
+		}
+		ids = append(ids, id)
+	}
+	if _, ok := r1.logLine(5*time.Second, msgIs(breakerOpened)); !ok {
+		t.Errorf("the breaker's opening not logged:\n%s", r1.stderr)
+	} else if n := r1.countLog(msgIs(breakerOpened)); n != 1 {
+		t.Errorf("%d breaker lines, want 1:\n%s", n, r1.stderr)
+	}
 	spool := filepath.Join(filepath.Dir(c.cfgs[0]), "review-spool.jsonl")
 	if _, err := os.Stat(spool); err != nil {
 		t.Fatalf("no spool while the store hangs: %v", err)
@@ -126,6 +152,15 @@ func TestPostgresHung(t *testing.T) {
 		t.Fatalf("the spool did not move in after the store continued:\n%s", r1.stderr)
 	}
 	t.Logf("spool moved in %v after the store continued", time.Since(thawed).Round(time.Millisecond))
+	// The drain closed the breaker: the next item is stored, not spooled.
+	if _, ok := r1.logLine(5*time.Second, msgIs("review store takes items again; needs_review items are stored, not spooled")); !ok {
+		t.Fatalf("the store's breaker did not close after the spool moved in:\n%s", r1.stderr)
+	}
+	id, ok := badReview(c.client, r1)
+	if _, err := os.Stat(spool); !ok || !os.IsNotExist(err) {
+		t.Fatalf("422 after the store continued: stored %v, spool %v (want stored, no spool)", ok, err)
+	}
+	ids = append(ids, id)
 
 	// A waiter on replica 2 is released by an approval on replica 1.
 	released := make(chan int, 1)

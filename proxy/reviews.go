@@ -84,7 +84,24 @@ type ReviewQueue struct {
 	hookWarn     warnEvery    // webhook posts failing (the receiver down, hung or refusing)
 	storeWarn    warnEvery    // an item the store could not take (spooled)
 	spoolWarn    warnEvery    // an item the spool could not take either (lost)
+
+	// The store's breaker: after storeBreakAfter writes in a row failed
+	// or timed out, save spools at once without asking the store (each
+	// 422 of a hung PostgreSQL waited writeTimeout, 5 s, for as long as
+	// the hang lasted), until Run's drain of the spool, the one probe,
+	// moves the spool in.
+	storeFails atomic.Int64 // store writes failed in a row
+	bypass     atomic.Bool  // the breaker is open
+	// writeTimeout bounds a 422's store write (0: storeWriteTimeout).
+	writeTimeout time.Duration
 }
+
+// storeBreakAfter is how many store writes in a row must fail (or time
+// out) before new items go straight to the spool.
+const storeBreakAfter = 3
+
+// storeWriteTimeout is a 422's own deadline for its store write.
+const storeWriteTimeout = 5 * time.Second
 
 // warnEvery lets one line of a warning that repeats (Run retries every
 // second) through per minute and counts the others: a store down for an
@@ -261,38 +278,82 @@ func (q *ReviewQueue) Close() error {
 const closeDrainTimeout = 5 * time.Second
 
 // save stores it durably before the client hears of it: in the store, or
-// failing that in the spool. It reports whether the item is durable.
+// failing that in the spool. It reports whether the item is durable. While
+// the breaker is open (the store's last storeBreakAfter writes failed) the
+// item goes to the spool without asking the store, and to the store only
+// if the spool cannot take it.
 func (q *ReviewQueue) save(ctx context.Context, it *review.Item) bool {
-	if st := q.Store(); st != nil {
-		// The client's deadline must not cut a write short after the
-		// upstream calls used it up: give the store its own short one.
-		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		_, err := st.Create(wctx, it, q.Webhook)
-		cancel()
-		if err == nil {
+	st := q.Store()
+	if st != nil && !q.bypass.Load() {
+		if q.create(ctx, st, it) {
 			return true
 		}
-		// The store's writer recovers a panic in its commit and fails the
-		// items it held with it: spooled below like any failed write, so
-		// none is lost (the commit's transaction was rolled back, and an
-		// item it did store is not stored twice: creating an id again is a
-		// no-op).
-		if pe := (*panics.Error)(nil); errors.As(err, &pe) {
-			q.panicMetrics().Panic(PanicReviewWriter)
-			logPanic(q.Log, "panic in the review store's writer; spooling", pe, "review_id", it.ID)
-		} else if n, ok := q.storeWarn.allow(); ok {
-			q.Log.Error("review store write failed; spooling", "review_id", it.ID, "error", err.Error(), "failed_writes", n)
-		}
+		st = nil // asked and failed: not asked again below
 	}
 	q.Metrics.StoreError()
-	if err := q.Spool.Append(it); err != nil {
-		q.Metrics.ItemLost()
-		if n, ok := q.spoolWarn.allow(); ok {
-			q.Log.Error("review spool write failed; item lost", "review_id", it.ID, "error", err.Error(), "failed_writes", n)
-		}
+	err := q.Spool.Append(it)
+	if err == nil {
+		return true
+	}
+	// The breaker skipped the store, and the spool failed (a full disk, a
+	// spool that cannot be written): the store is the item's last chance.
+	if st != nil && q.create(ctx, st, it) {
+		return true
+	}
+	q.Metrics.ItemLost()
+	if n, ok := q.spoolWarn.allow(); ok {
+		q.Log.Error("review spool write failed; item lost", "review_id", it.ID, "error", err.Error(), "failed_writes", n)
+	}
+	return false
+}
+
+// create is save's store write, with its own deadline. A failure is logged
+// (rate limited) and counts towards the breaker; a success closes it.
+func (q *ReviewQueue) create(ctx context.Context, st review.Store, it *review.Item) bool {
+	// The client's deadline must not cut a write short after the upstream
+	// calls used it up: give the store its own short one.
+	to := q.writeTimeout
+	if to <= 0 {
+		to = storeWriteTimeout
+	}
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), to)
+	_, err := st.Create(wctx, it, q.Webhook)
+	cancel()
+	if err == nil {
+		q.storeFails.Store(0)
+		q.closeBreaker("write")
+		return true
+	}
+	// The store's writer recovers a panic in its commit and fails the
+	// items it held with it: spooled like any failed write, so none is
+	// lost (the commit's transaction was rolled back, and an item it did
+	// store is not stored twice: creating an id again is a no-op). A bug,
+	// not an outage: it does not count towards the breaker.
+	if pe := (*panics.Error)(nil); errors.As(err, &pe) {
+		q.panicMetrics().Panic(PanicReviewWriter)
+		logPanic(q.Log, "panic in the review store's writer; spooling", pe, "review_id", it.ID)
 		return false
 	}
-	return true
+	if n, ok := q.storeWarn.allow(); ok {
+		q.Log.Error("review store write failed; spooling", "review_id", it.ID, "error", err.Error(), "failed_writes", n)
+	}
+	if n := q.storeFails.Add(1); n >= storeBreakAfter && q.bypass.CompareAndSwap(false, true) {
+		q.Log.Error("review store failing; needs_review items are spooled without waiting for it until the spool moves in",
+			"failed_writes", n, "error", err.Error())
+	}
+	return false
+}
+
+// closeBreaker lets save ask the store again, logging it when the breaker
+// was open (by: what succeeded, "write" or "drain").
+func (q *ReviewQueue) closeBreaker(by string) {
+	if !q.bypass.Load() {
+		return
+	}
+	q.storeFails.Store(0)
+	if q.bypass.CompareAndSwap(true, false) {
+		q.Log.Info("review store takes items again; needs_review items are stored, not spooled", "by", by)
+	}
 }
 
 // warnLookup logs a failed dedupe sync at most once a minute: while the
@@ -390,7 +451,12 @@ func (q *ReviewQueue) run(ctx context.Context) {
 					if n > 0 {
 						q.Log.Info("review spool drained into the store", "items", n)
 					}
+					q.closeBreaker("drain")
 				}
+			} else {
+				// Nothing to move in (the spool could not take the items
+				// either): the next write is the probe.
+				q.closeBreaker("drain")
 			}
 		}
 		q.startedOnce.Do(func() { close(q.started) })
