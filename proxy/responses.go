@@ -403,9 +403,10 @@ type responseUsage struct {
 // (openai-go's decoder leaves a missing one at its zero value without a
 // word). It echoes the request as used: metadata and top_p are the
 // client's JSON (forwarded upstream byte-for-byte; null when it sent none),
-// temperature the accepted attempt's (the route sets it per attempt, SPEC
-// §5/§9; the client's is never sent), instructions null (a route that
-// accepts them drops them, SPEC §9, so none reached the model).
+// temperature the accepted attempt's (the route's retry plan sets it per
+// attempt; the client's is never sent), instructions null (a route with
+// client_system: drop drops them, one with reject refuses them, so none
+// reached the model).
 // parallel_tool_calls is false, tool_choice "none" and tools [] (a
 // contract route refuses tools). access_programs, OpenAI's own access
 // program, is left out.
