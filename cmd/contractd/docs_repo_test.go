@@ -198,3 +198,47 @@ func TestDocsNameTests(t *testing.T) {
 		}
 	}
 }
+
+// TestNoSpecSectionCitations: no comment, script or page of the repository
+// explains itself by a section of the product spec ("SPEC §9"), which is
+// not in the repository: a reader cannot follow it. The reason is written
+// where it applies instead (the developers' guide). Public standards
+// (RFC 3986 §2, the WHATWG HTML standard) are not meant.
+func TestNoSpecSectionCitations(t *testing.T) {
+	cite := regexp.MustCompile(`\bSPEC(?:\.md)?\s*§|\bSPEC\.md\b`)
+	files := 0
+	err := filepath.WalkDir("../..", func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			switch d.Name() {
+			case ".git", "node_modules", "bin", "testdata":
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		switch filepath.Ext(p) {
+		case ".go", ".md", ".sh", ".yaml", ".yml", ".mjs", ".js", ".html", ".sql", "":
+		default:
+			return nil
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		files++
+		for i, l := range strings.Split(string(b), "\n") {
+			if cite.MatchString(l) && !strings.HasSuffix(p, "docs_repo_test.go") {
+				t.Errorf("%s:%d cites the spec, which is not in the repository: %s", strings.TrimPrefix(p, "../../"), i+1, strings.TrimSpace(l))
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if files < 100 {
+		t.Fatalf("read %d files", files)
+	}
+}
