@@ -8,7 +8,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
-	"unicode/utf8"
+
+	"github.com/contractd/contractd/internal/jsonstr"
 )
 
 // jsonHandler writes what slog.NewJSONHandler(w, &slog.HandlerOptions{Level:
@@ -77,17 +78,17 @@ func (h *jsonHandler) Handle(ctx context.Context, r slog.Record) error {
 		b = append(b, `",`...)
 	}
 	b = append(b, `"level":`...)
-	b = appendJSONString(b, r.Level.String())
+	b = jsonstr.AppendSlog(b, r.Level.String())
 	b = append(b, `,"msg":`...)
-	b = appendJSONString(b, r.Message)
+	b = jsonstr.AppendSlog(b, r.Message)
 	r.Attrs(func(a slog.Attr) bool {
 		b = append(b, ',')
-		b = appendJSONString(b, a.Key)
+		b = jsonstr.AppendSlog(b, a.Key)
 		b = append(b, ':')
 		v := a.Value
 		switch v.Kind() {
 		case slog.KindString:
-			b = appendJSONString(b, v.String())
+			b = jsonstr.AppendSlog(b, v.String())
 		case slog.KindInt64:
 			b = strconv.AppendInt(b, v.Int64(), 10)
 		case slog.KindUint64:
@@ -160,58 +161,3 @@ func appendJSONFloat(b []byte, f float64) []byte {
 
 // maxKeptLine is the largest line buffer kept for the next line.
 const maxKeptLine = 16 << 10
-
-const hexDigits = "0123456789abcdef"
-
-// appendJSONString is s quoted as slog.JSONHandler quotes strings: '"',
-// '\\' and control characters escaped (\n, \r, \t by name), invalid UTF-8
-// as \ufffd, U+2028 and U+2029 escaped; HTML characters as they are.
-// Not jsonstr.Append: that one is encoding/json's and writes \b and \f by
-// name, where slog writes \u0008 and \u000c, and the log keeps slog's bytes.
-func appendJSONString(b []byte, s string) []byte {
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' {
-				i++
-				continue
-			}
-			b = append(b, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				b = append(b, '\\', c)
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
-			i += size
-			start = i
-			continue
-		}
-		if r == '\u2028' || r == '\u2029' {
-			b = append(b, s[start:i]...)
-			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xF])
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
-}

@@ -1,6 +1,8 @@
 // Package jsonstr quotes strings as encoding/json does with HTML escaping
 // off, without reflection: the audit encoder and the proxy's answer writer
-// both build JSON by hand on their hot paths and must quote alike.
+// both build JSON by hand on their hot paths and must quote alike. The
+// log's request line (cmd/contractd) quotes as log/slog does, which
+// differs in two escapes only (AppendSlog).
 package jsonstr
 
 import (
@@ -13,7 +15,15 @@ const hexDigits = "0123456789abcdef"
 // Append quotes s as encoding/json does without HTML escaping:
 // control characters escaped, invalid UTF-8 as \ufffd, U+2028 and U+2029
 // escaped.
-func Append(b []byte, s string) []byte {
+func Append(b []byte, s string) []byte { return appendQuoted(b, s, true) }
+
+// AppendSlog quotes s as log/slog's JSONHandler does: as Append, except
+// that \b and \f are written \u0008 and \u000c (slog names only \n, \r
+// and \t), so a line written by hand keeps slog's bytes.
+func AppendSlog(b []byte, s string) []byte { return appendQuoted(b, s, false) }
+
+// appendQuoted is Append, or with bfByName false AppendSlog.
+func appendQuoted(b []byte, s string, bfByName bool) []byte {
 	b = append(b, '"')
 	// Room for s unescaped and a few escapes, so the loop below rarely
 	// grows b; bytes that need no escaping are copied one by one (in JSON
@@ -28,19 +38,19 @@ func Append(b []byte, s string) []byte {
 			continue
 		}
 		if c < utf8.RuneSelf {
-			switch c {
-			case '\\', '"':
+			switch {
+			case c == '\\' || c == '"':
 				b = append(b, '\\', c)
-			case '\b':
-				b = append(b, '\\', 'b')
-			case '\f':
-				b = append(b, '\\', 'f')
-			case '\n':
+			case c == '\n':
 				b = append(b, '\\', 'n')
-			case '\r':
+			case c == '\r':
 				b = append(b, '\\', 'r')
-			case '\t':
+			case c == '\t':
 				b = append(b, '\\', 't')
+			case c == '\b' && bfByName:
+				b = append(b, '\\', 'b')
+			case c == '\f' && bfByName:
+				b = append(b, '\\', 'f')
 			default:
 				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
 			}
