@@ -91,6 +91,73 @@ func TestReviewStoreErrorLogsRequestID(t *testing.T) {
 
 func ptrTo[T any](v T) *T { return &v }
 
+// TestPollReadFailureLogsOnceAMinute: while the store's reads fail (down,
+// or hung past its deadline), every client poll of an item not in the
+// spool fails alike, and each logged "review store read failed": a client
+// polling every second wrote an error line a second for the whole outage.
+// As the other outage lines: the first is logged (with its request_id),
+// then at most one a minute with failed_reads (the failures since the last
+// line); a read that succeeds again logs "review store read again" with
+// the outage's failures, and the next failure is logged at once.
+func TestPollReadFailureLogsOnceAMinute(t *testing.T) {
+	rh := newReviewHarness(t)
+	logs := &testkit.SyncBuffer{}
+	lg := slog.New(slog.NewJSONHandler(logs, nil))
+	rh.srv.Logger, rh.q.Log = lg, lg
+	id := rh.needsReview(classifyReq)
+	rs := &readFaultStore{faultStore: rh.store}
+	rh.q.store.Store(ptrTo[review.Store](rs))
+	rs.fail.Store(true)
+	poll := func() string {
+		t.Helper()
+		r := rh.call("GET", "/v1/reviews/"+id, "", clientKey)
+		if r.Status != 503 {
+			t.Fatalf("poll with the store failing: %d %s", r.Status, r.Body)
+		}
+		return r.Header.Get("X-Request-Id")
+	}
+	lines := func(msg string) []map[string]any {
+		var out []map[string]any
+		for _, m := range logLines(t, logs) {
+			if m["msg"] == msg {
+				out = append(out, m)
+			}
+		}
+		return out
+	}
+	const failed = "review store read failed"
+	const n = 5
+	first := poll()
+	for range n - 1 {
+		poll()
+	}
+	if got := lines(failed); len(got) != 1 || got[0]["request_id"] != first || got[0]["failed_reads"] != 1.0 {
+		t.Fatalf("%d lines for %d failed polls, want one with the first poll's request_id %s and failed_reads 1: %v", len(got), n, first, got)
+	}
+	// A minute after the last line, the next failure is logged with the
+	// failures since (the n-1 not logged and this one).
+	rh.q.readWarn.last.Store(time.Now().Add(-warnInterval).UnixNano())
+	last := poll()
+	if got := lines(failed); len(got) != 2 || got[1]["request_id"] != last || got[1]["failed_reads"] != float64(n) {
+		t.Fatalf("a minute later: %v, want a second line with request_id %s and failed_reads %d", got, last, n)
+	}
+	// The store answers again: said once, with the outage's failures.
+	rs.fail.Store(false)
+	if r := rh.call("GET", "/v1/reviews/"+id, "", clientKey); r.Status != 200 {
+		t.Fatalf("poll once the store answers: %d %s", r.Status, r.Body)
+	}
+	rh.call("GET", "/v1/reviews/"+id, "", clientKey)
+	if got := lines("review store read again"); len(got) != 1 || got[0]["failed_reads"] != float64(n+1) {
+		t.Fatalf("recovery lines %v, want one with failed_reads %d", got, n+1)
+	}
+	// The next outage is logged at once.
+	rs.fail.Store(true)
+	again := poll()
+	if got := lines(failed); len(got) != 3 || got[2]["request_id"] != again || got[2]["failed_reads"] != 1.0 {
+		t.Fatalf("the next outage's first failure: %v, want a third line with request_id %s and failed_reads 1", got, again)
+	}
+}
+
 // TestCancelledPollLogsNothing: a client that gives up a long poll
 // (GET /v1/reviews/{id}?wait=) before the item is resolved is not a review
 // store failure. The read after the wait ran on the gone request's context,

@@ -84,6 +84,7 @@ type ReviewQueue struct {
 	hookWarn     warnEvery    // webhook posts failing (the receiver down, hung or refusing)
 	storeWarn    warnEvery    // an item the store could not take (spooled)
 	spoolWarn    warnEvery    // an item the spool could not take either (lost)
+	readWarn     warnEvery    // a client's review poll failing to read the store
 
 	// The store's breaker: after storeBreakAfter writes in a row failed
 	// or timed out, save spools at once without asking the store (each
@@ -371,6 +372,9 @@ func (q *ReviewQueue) warnLookup(err error) {
 func (q *ReviewQueue) get(ctx context.Context, id string) (*review.Item, error) {
 	if st := q.Store(); st != nil {
 		it, err := st.Get(ctx, id)
+		if err == nil || errors.Is(err, review.ErrNotFound) {
+			q.readRecovered()
+		}
 		if err == nil {
 			return it, nil
 		}
@@ -396,6 +400,15 @@ func (q *ReviewQueue) get(ctx context.Context, id string) (*review.Item, error) 
 	}
 	// Not open (yet): what is not in the spool may be in the store.
 	return nil, errStoreNotOpen
+}
+
+// readRecovered notes a store read that succeeded: after polls that failed
+// to read it (logged once a minute), the next failure is logged at once,
+// and the failures since the last line are logged now.
+func (q *ReviewQueue) readRecovered() {
+	if n := q.readWarn.reset(); n > 0 {
+		q.Log.Info("review store read again", "failed_reads", n)
+	}
 }
 
 // DefaultOutboxPurgeAfter is the age past which Run deletes a webhook
@@ -628,7 +641,12 @@ func (s *Server) getReview(w http.ResponseWriter, r *http.Request) {
 		// short by its leaving, not by the store. Nobody reads this.
 		writeError(w, errClientClosed())
 	case err != nil:
-		s.Logger.Error("review store read failed", "request_id", w.Header().Get("X-Request-Id"), "error", err.Error())
+		// Every poll of an outage fails alike (a client polling each
+		// second logged a line a second): the first is logged, then one
+		// line a minute, with the failures since the last line.
+		if n, ok := q.readWarn.allow(); ok {
+			s.Logger.Error("review store read failed", "request_id", w.Header().Get("X-Request-Id"), "error", err.Error(), "failed_reads", n)
+		}
 		writeError(w, errStoreDown)
 	default:
 		writeJSON(w, http.StatusOK, clientReview{ID: it.ID, Status: it.Status, Route: it.Route, Contract: it.Contract.Name,
