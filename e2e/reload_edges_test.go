@@ -114,7 +114,12 @@ func TestReloadCoalescesAndDoesNotStarve(t *testing.T) {
 }
 
 // TestReloadNamesRestartOnlyKeys: a reload that changes settings read only
-// at start applies the rest and logs the keys that wait for a restart.
+// at start applies the rest and logs the keys that wait for a restart. The
+// settings in effect are the ones serve started with: a later reload that
+// still differs from them says so again (it said nothing, comparing with
+// the config the last reload swapped in, though the store, webhook and
+// listeners were still the first ones), and one that puts them back says
+// nothing (it warned that they would apply on restart: they were running).
 func TestReloadNamesRestartOnlyKeys(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -135,6 +140,36 @@ func TestReloadNamesRestartOnlyKeys(t *testing.T) {
 	// Still the admin listener it started with.
 	if ok, _ := reloadMetric(t, d); ok != 1 {
 		t.Errorf("%d successful reloads counted on the admin listener it started with, want 1", ok)
+	}
+	warned := msgIs("these settings changed but apply only on restart")
+
+	// Another route, the restart-only changes kept: they still wait.
+	again := next + extraRoute("review-later2", "fake-neutral")
+	start = time.Now()
+	writeConfig(t, dir, again)
+	waitRoute(t, d, "review-later2", start, reloadWindow)
+	if !waitFor(time.Second, func() bool { return d.countLog(warned) == 2 }) {
+		t.Fatalf("%d restart-only warnings after a second reload that keeps the changes, want 2", d.countLog(warned))
+	}
+	var last map[string]any
+	for _, m := range d.stderr.JSON() {
+		if warned(m) {
+			last = m
+		}
+	}
+	if keys := fmt.Sprint(last["keys"]); keys != "[server.admin_listen review]" {
+		t.Errorf("second reload's restart-only keys %s, want [server.admin_listen review]", keys)
+	}
+
+	// The started config's listener and review section back, one more
+	// route: nothing waits for a restart.
+	back := renderConfig(cfgOpts{upstream: up.URL(), routes: extraRoute("review-later", "fake-neutral") + extraRoute("review-later3", "fake-neutral")})
+	start = time.Now()
+	writeConfig(t, dir, back)
+	waitRoute(t, d, "review-later3", start, reloadWindow)
+	time.Sleep(200 * time.Millisecond)
+	if n := d.countLog(warned); n != 2 {
+		t.Errorf("%d restart-only warnings after a reload back to the running settings, want still 2", n)
 	}
 }
 

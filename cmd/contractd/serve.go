@@ -560,8 +560,9 @@ func reloadDropsAuth(srv *proxy.Server, next *config.Runtime) error {
 	return nil
 }
 
-// restartOnly names the settings that changed between old and next but
-// apply only when contractd restarts (docs/config.md lists them).
+// restartOnly names the settings in which next differs from old, the
+// config the process started with, that apply only when contractd
+// restarts (docs/config.md lists them).
 func restartOnly(old, next *config.Runtime) []string {
 	var keys []string
 	if old.Server.Listen != next.Server.Listen {
@@ -592,6 +593,11 @@ const (
 // (debounced), swapping in the new Runtime only when it is valid.
 func watchReload(ctx context.Context, rw *reloadWatch, path string, l live, tel reloadCounter, logger *slog.Logger) {
 	hup, changed := rw.hup, rw.changed
+	// The restart-only settings in effect are the ones serve started
+	// with, whatever reloads swapped in since: each reload is compared
+	// with them, so every reload whose config still differs says so, and
+	// one that puts them back as they run says nothing.
+	started := l.srv.Runtime()
 	var debounce <-chan time.Time
 	var firstChange, lastChange time.Time
 	// reload loads the config and swaps it in. tentative: the files are
@@ -656,7 +662,7 @@ func watchReload(ctx context.Context, rw *reloadWatch, path string, l live, tel 
 			}
 			return false
 		}
-		if keys := restartOnly(l.srv.Runtime(), rt); len(keys) > 0 {
+		if keys := restartOnly(started, rt); len(keys) > 0 {
 			logger.Warn("these settings changed but apply only on restart", "keys", keys)
 		}
 		l.srv.Swap(rt)
