@@ -116,29 +116,20 @@ func TestPollReadFailureLogsOnceAMinute(t *testing.T) {
 		}
 		return r.Header.Get("X-Request-Id")
 	}
-	lines := func(msg string) []map[string]any {
-		var out []map[string]any
-		for _, m := range logLines(t, logs) {
-			if m["msg"] == msg {
-				out = append(out, m)
-			}
-		}
-		return out
-	}
 	const failed = "review store read failed"
 	const n = 5
 	first := poll()
 	for range n - 1 {
 		poll()
 	}
-	if got := lines(failed); len(got) != 1 || got[0]["request_id"] != first || got[0]["failed_reads"] != 1.0 {
+	if got := logLinesOf(t, logs, failed); len(got) != 1 || got[0]["request_id"] != first || got[0]["failed_reads"] != 1.0 {
 		t.Fatalf("%d lines for %d failed polls, want one with the first poll's request_id %s and failed_reads 1: %v", len(got), n, first, got)
 	}
 	// A minute after the last line, the next failure is logged with the
 	// failures since (the n-1 not logged and this one).
 	rh.q.readWarn.last.Store(time.Now().Add(-warnInterval).UnixNano())
 	last := poll()
-	if got := lines(failed); len(got) != 2 || got[1]["request_id"] != last || got[1]["failed_reads"] != float64(n) {
+	if got := logLinesOf(t, logs, failed); len(got) != 2 || got[1]["request_id"] != last || got[1]["failed_reads"] != float64(n) {
 		t.Fatalf("a minute later: %v, want a second line with request_id %s and failed_reads %d", got, last, n)
 	}
 	// The store answers again: said once, with the outage's failures.
@@ -147,13 +138,13 @@ func TestPollReadFailureLogsOnceAMinute(t *testing.T) {
 		t.Fatalf("poll once the store answers: %d %s", r.Status, r.Body)
 	}
 	rh.call("GET", "/v1/reviews/"+id, "", clientKey)
-	if got := lines("review store read again"); len(got) != 1 || got[0]["failed_reads"] != float64(n+1) {
+	if got := logLinesOf(t, logs, "review store read again"); len(got) != 1 || got[0]["failed_reads"] != float64(n+1) {
 		t.Fatalf("recovery lines %v, want one with failed_reads %d", got, n+1)
 	}
 	// The next outage is logged at once.
 	rs.fail.Store(true)
 	again := poll()
-	if got := lines(failed); len(got) != 3 || got[2]["request_id"] != again || got[2]["failed_reads"] != 1.0 {
+	if got := logLinesOf(t, logs, failed); len(got) != 3 || got[2]["request_id"] != again || got[2]["failed_reads"] != 1.0 {
 		t.Fatalf("the next outage's first failure: %v, want a third line with request_id %s and failed_reads 1", got, again)
 	}
 }

@@ -35,6 +35,18 @@ func logLines(t *testing.T, logs *testkit.SyncBuffer) []map[string]any {
 	return out
 }
 
+// logLinesOf is logLines' lines whose msg is msg.
+func logLinesOf(t *testing.T, logs *testkit.SyncBuffer, msg string) []map[string]any {
+	t.Helper()
+	var out []map[string]any
+	for _, m := range logLines(t, logs) {
+		if m["msg"] == msg {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
 // TestStoreOpenFailuresLogged: a store that cannot be opened, retried by
 // Run every Retry (a second in serve), is logged once with the spool it
 // falls back to, not at every try (an hour's outage wrote 3,600 identical
@@ -158,12 +170,7 @@ func TestSpoolDrainFailuresLogged(t *testing.T) {
 	time.Sleep(300 * time.Millisecond)
 	cancel()
 	<-done
-	n := 0
-	for _, l := range logLines(t, logs) {
-		if l["msg"] == "review spool drain failed; will retry" {
-			n++
-		}
-	}
+	n := len(logLinesOf(t, logs, "review spool drain failed; will retry"))
 	if n != 1 || !q.Spool.Pending() {
 		t.Fatalf("%d drain failure lines over 300 ms of 5 ms retries (spool pending: %v), want 1", n, q.Spool.Pending())
 	}
@@ -260,23 +267,13 @@ func TestFullDiskLogsOnceAMinute(t *testing.T) {
 		}
 		return r.Header.Get("X-Request-Id")
 	}
-	// lines are the log lines of msg so far.
-	lines := func(msg string) []map[string]any {
-		var out []map[string]any
-		for _, m := range logLines(t, logs) {
-			if m["msg"] == msg {
-				out = append(out, m)
-			}
-		}
-		return out
-	}
 	const n = 5
 	first := send()
 	for range n - 1 {
 		send()
 	}
 	for _, msg := range msgs {
-		got := lines(msg)
+		got := logLinesOf(t, logs, msg)
 		if len(got) != 1 {
 			t.Fatalf("%d %q lines for %d requests, want 1:\n%s", len(got), msg, n, logs)
 		}
@@ -291,10 +288,10 @@ func TestFullDiskLogsOnceAMinute(t *testing.T) {
 	if a, s, l := sink.n.Load(), counts.storeErrs.Load(), counts.lost.Load(); a != n || s != n || l != n {
 		t.Errorf("counted %d audit failures, %d store errors, %d lost items; want %d each", a, s, l, n)
 	}
-	if got := len(lines("request")); got != n {
+	if got := len(logLinesOf(t, logs, "request")); got != n {
 		t.Errorf("%d request lines, want %d", got, n)
 	}
-	for _, m := range lines("request") {
+	for _, m := range logLinesOf(t, logs, "request") {
 		if m["audit_failed"] != true {
 			t.Errorf("request line without audit_failed: %v", m)
 		}
@@ -307,7 +304,7 @@ func TestFullDiskLogsOnceAMinute(t *testing.T) {
 	}
 	last := send()
 	for _, msg := range msgs {
-		got := lines(msg)
+		got := logLinesOf(t, logs, msg)
 		if len(got) != 2 {
 			t.Fatalf("%d %q lines a minute later, want 2", len(got), msg)
 		}
