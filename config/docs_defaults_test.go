@@ -100,6 +100,17 @@ routes:
 			t.Errorf("docs/config.md %s `%s`: default %q, but a config without it runs with %v: %v", c.heading, c.key, cell, c.got, err)
 		}
 	}
+	// The default plan, written in the retry row as YAML with the route's
+	// temperature as T.
+	plan := route.Plan
+	if len(plan) != 2 || plan[0].Temperature != route.Temperature || plan[0].Shorten != nil || plan[1].Shorten == nil {
+		t.Fatalf("a route without retry compiles to the plan %+v; the test reads two attempts, the second shortened", plan)
+	}
+	want := fmt.Sprintf("`[{temperature: T}, {temperature: %v, shorten: {ratio: %v, keep: %s}}]`",
+		plan[1].Temperature, plan[1].Shorten.Ratio, plan[1].Shorten.Keep)
+	if cell, _ := defaultCell(t, doc, "## `routes[]`", "retry"); !strings.Contains(rowOf(t, doc, "## `routes[]`", "retry"), want) {
+		t.Errorf("docs/config.md's retry row (default %q) does not give the default plan as %s", cell, want)
+	}
 }
 
 // readConfigDoc is docs/config.md.
@@ -128,6 +139,17 @@ func defaultCell(t *testing.T, doc, heading, key string) (string, bool) {
 		return m[1], true
 	}
 	return "", false
+}
+
+// rowOf is key's row under heading.
+func rowOf(t *testing.T, doc, heading, key string) string {
+	t.Helper()
+	for _, row := range tableRows(t, doc, heading) {
+		if cells := strings.Split(row, "|"); len(cells) > 2 && strings.TrimSpace(cells[1]) == "`"+key+"`" {
+			return row
+		}
+	}
+	return ""
 }
 
 // sameDefault: the doc's default, read as got's type, is got.
