@@ -1,12 +1,14 @@
 package proxy
 
 import (
-	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/contractd/contractd/internal/testkit"
 )
 
 // TestArchitectureListsEveryPackage: docs/architecture.md's "Where things
@@ -36,28 +38,10 @@ func TestArchitectureListsEveryPackage(t *testing.T) {
 		t.Fatal("no package rows in docs/architecture.md's table")
 	}
 	pkgs := map[string]bool{}
-	err := filepath.WalkDir("..", func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			switch d.Name() {
-			case ".git", "node_modules", "testdata", "bin":
-				return filepath.SkipDir
-			}
-			return nil
-		}
+	for _, p := range testkit.RepoFiles(t) {
 		if strings.HasSuffix(p, ".go") {
-			dir, err := filepath.Rel("..", filepath.Dir(p))
-			if err != nil {
-				return err
-			}
-			pkgs[filepath.ToSlash(dir)] = true
+			pkgs[path.Dir(p)] = true
 		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
 	}
 	for p := range pkgs {
 		if !listed[p] {

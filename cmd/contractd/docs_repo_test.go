@@ -1,7 +1,6 @@
 package main
 
 import (
-	"io/fs"
 	"maps"
 	"os"
 	"path/filepath"
@@ -9,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/contractd/contractd/internal/testkit"
 )
 
 // pageCode is a page's code: its fenced blocks and inline code spans.
@@ -158,27 +159,18 @@ func headingAnchors(page string) []string {
 func TestDocsNameTests(t *testing.T) {
 	declared := map[string]bool{}
 	decl := regexp.MustCompile(`(?m)^func ((?:Test|Benchmark|Fuzz)[A-Za-z0-9_]+)\(`)
-	err := filepath.WalkDir("../..", func(p string, d fs.DirEntry, err error) error {
+	root := testkit.ModuleRoot(t)
+	for _, p := range testkit.RepoFiles(t) {
+		if !strings.HasSuffix(p, "_test.go") {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(root, p))
 		if err != nil {
-			return err
-		}
-		if d.IsDir() && (d.Name() == "node_modules" || d.Name() == ".git") {
-			return filepath.SkipDir
-		}
-		if d.IsDir() || !strings.HasSuffix(p, "_test.go") {
-			return nil
-		}
-		b, err := os.ReadFile(p)
-		if err != nil {
-			return err
+			t.Fatal(err)
 		}
 		for _, m := range decl.FindAllStringSubmatch(string(b), -1) {
 			declared[m[1]] = true
 		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
 	}
 	if len(declared) < 100 {
 		t.Fatalf("found %d test functions", len(declared))
@@ -206,37 +198,24 @@ func TestDocsNameTests(t *testing.T) {
 // (RFC 3986 §2, the WHATWG HTML standard) are not meant.
 func TestNoSpecSectionCitations(t *testing.T) {
 	cite := regexp.MustCompile(`\bSPEC(?:\.md)?\s*§|\bSPEC\.md\b`)
+	root := testkit.ModuleRoot(t)
 	files := 0
-	err := filepath.WalkDir("../..", func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			switch d.Name() {
-			case ".git", "node_modules", "bin", "testdata":
-				return filepath.SkipDir
-			}
-			return nil
-		}
+	for _, p := range testkit.RepoFiles(t) {
 		switch filepath.Ext(p) {
 		case ".go", ".md", ".sh", ".yaml", ".yml", ".mjs", ".js", ".html", ".sql", "":
 		default:
-			return nil
+			continue
 		}
-		b, err := os.ReadFile(p)
+		b, err := os.ReadFile(filepath.Join(root, p))
 		if err != nil {
-			return err
+			t.Fatal(err)
 		}
 		files++
 		for i, l := range strings.Split(string(b), "\n") {
 			if cite.MatchString(l) && !strings.HasSuffix(p, "docs_repo_test.go") {
-				t.Errorf("%s:%d cites the spec, which is not in the repository: %s", strings.TrimPrefix(p, "../../"), i+1, strings.TrimSpace(l))
+				t.Errorf("%s:%d cites the spec, which is not in the repository: %s", p, i+1, strings.TrimSpace(l))
 			}
 		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
 	}
 	if files < 100 {
 		t.Fatalf("read %d files", files)

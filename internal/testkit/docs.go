@@ -1,6 +1,7 @@
 package testkit
 
 import (
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -38,4 +39,36 @@ func DocBlock(t testing.TB, rel, heading, lang string) string {
 	}
 	block, _, _ = strings.Cut(block, "```")
 	return block
+}
+
+// RepoFiles is every file of the module's tree, as slash-separated paths
+// from the module root, but for what lies under a .git, node_modules, bin
+// or testdata directory: the sources, scripts and pages a test of the
+// whole repository reads.
+func RepoFiles(t testing.TB) []string {
+	t.Helper()
+	root := ModuleRoot(t)
+	var files []string
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			switch d.Name() {
+			case ".git", "node_modules", "bin", "testdata":
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		rel, err := filepath.Rel(root, p)
+		if err != nil {
+			return err
+		}
+		files = append(files, filepath.ToSlash(rel))
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return files
 }
