@@ -28,6 +28,7 @@ import (
 	"github.com/contractd/contractd/audit"
 	"github.com/contractd/contractd/config"
 	"github.com/contractd/contractd/contracts"
+	"github.com/contractd/contractd/internal/jsonlog"
 	"github.com/contractd/contractd/internal/testkit"
 	"github.com/contractd/contractd/proxy"
 	"github.com/contractd/contractd/telemetry"
@@ -72,10 +73,12 @@ func newInProcess(tb testing.TB, rt *config.Runtime, client *http.Client) http.H
 	return newInProcessSink(tb, rt, client, audit.NewWriter(io.Discard))
 }
 
-// newInProcessSink is newInProcess with the audit sink given.
+// newInProcessSink is newInProcess with the audit sink given. Its logger
+// is serve's: the JSON handler serve logs with (internal/jsonlog) behind
+// telemetry's trace-id handler, writing to nowhere.
 func newInProcessSink(tb testing.TB, rt *config.Runtime, client *http.Client, sink audit.Sink) http.Handler {
 	tb.Helper()
-	logger := slog.New(slog.NewJSONHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	logger := slog.New(telemetry.LogHandler(jsonlog.New(io.Discard, slog.LevelInfo)))
 	tel, err := telemetry.New(telemetry.Options{Logger: logger, Global: true})
 	if err != nil {
 		tb.Fatal(err)

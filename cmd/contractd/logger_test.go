@@ -56,7 +56,7 @@ func TestNewLoggerLevels(t *testing.T) {
 // BenchmarkRequestLine is serve's request line written to a file, line by
 // line as before and through the batching writer serve now uses; and,
 // batched, through slog's own JSON handler, which serve's handler
-// (jsonlog.go) writes the same bytes as.
+// (internal/jsonlog) writes the same bytes as.
 func BenchmarkRequestLine(b *testing.B) {
 	for _, tt := range []struct {
 		name     string

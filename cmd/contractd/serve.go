@@ -22,6 +22,7 @@ import (
 	"github.com/contractd/contractd/audit"
 	"github.com/contractd/contractd/config"
 	"github.com/contractd/contractd/internal/filewatch"
+	"github.com/contractd/contractd/internal/jsonlog"
 	"github.com/contractd/contractd/internal/logbuf"
 	"github.com/contractd/contractd/internal/memlimit"
 	"github.com/contractd/contractd/proxy"
@@ -144,7 +145,7 @@ func storeOpener(rc config.ReviewSettings, hub *review.Hub) (func(context.Contex
 
 // newLogger logs at level, which a reload may change.
 func newLogger(w io.Writer, level *slog.LevelVar) *slog.Logger {
-	var h slog.Handler = newJSONHandler(w, level) // slog.JSONHandler's lines (jsonlog.go)
+	var h slog.Handler = jsonlog.New(w, level) // slog.JSONHandler's lines (internal/jsonlog)
 	if os.Getenv("CONTRACTD_LOG_FORMAT") == "text" {
 		h = slog.NewTextHandler(w, &slog.HandlerOptions{Level: level})
 	}

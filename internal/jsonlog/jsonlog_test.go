@@ -1,4 +1,4 @@
-package main
+package jsonlog
 
 import (
 	"bytes"
@@ -13,23 +13,23 @@ import (
 	"time"
 )
 
-// both logs r through slog.JSONHandler and through jsonHandler and fails
+// both logs r through slog.JSONHandler and through Handler and fails
 // when their bytes differ.
 func both(t testing.TB, level slog.Leveler, r slog.Record) {
 	t.Helper()
 	var want, got bytes.Buffer
 	ctx := context.Background()
 	ref := slog.NewJSONHandler(&want, &slog.HandlerOptions{Level: level})
-	h := newJSONHandler(&got, level)
+	h := New(&got, level)
 	if ref.Enabled(ctx, r.Level) != h.Enabled(ctx, r.Level) {
-		t.Fatalf("Enabled(%v): slog %v, jsonHandler %v", r.Level, ref.Enabled(ctx, r.Level), h.Enabled(ctx, r.Level))
+		t.Fatalf("Enabled(%v): slog %v, Handler %v", r.Level, ref.Enabled(ctx, r.Level), h.Enabled(ctx, r.Level))
 	}
 	errRef, err := ref.Handle(ctx, r.Clone()), h.Handle(ctx, r.Clone())
 	if (errRef == nil) != (err == nil) {
-		t.Fatalf("errors differ: slog %v, jsonHandler %v", errRef, err)
+		t.Fatalf("errors differ: slog %v, Handler %v", errRef, err)
 	}
 	if got.String() != want.String() {
-		t.Fatalf("line differs:\nslog:        %q\njsonHandler: %q", want.String(), got.String())
+		t.Fatalf("line differs:\nslog:        %q\nHandler:     %q", want.String(), got.String())
 	}
 }
 
@@ -132,7 +132,7 @@ func TestJSONHandlerDerivedAndLevel(t *testing.T) {
 	var want, got bytes.Buffer
 	lv := new(slog.LevelVar)
 	ref := slog.New(slog.NewJSONHandler(&want, &slog.HandlerOptions{Level: lv}))
-	l := slog.New(newJSONHandler(&got, lv))
+	l := slog.New(New(&got, lv))
 	for _, lg := range []*slog.Logger{ref, l} {
 		lg.Info("plain", "n", 1)
 		lg.With("request_id", "req_1").Warn("request failed", "code", "upstream_error")
@@ -157,7 +157,7 @@ func TestJSONHandlerDerivedAndLevel(t *testing.T) {
 		return strings.Join(out, "\n")
 	}
 	if w, g := strip(want.String()), strip(got.String()); w != g {
-		t.Fatalf("lines differ:\nslog:\n%s\njsonHandler:\n%s", w, g)
+		t.Fatalf("lines differ:\nslog:\n%s\nHandler:\n%s", w, g)
 	}
 	if n := strings.Count(got.String(), "\n"); n != 4 {
 		t.Fatalf("%d lines, want 4:\n%s", n, got.String())
@@ -168,7 +168,7 @@ func TestJSONHandlerDerivedAndLevel(t *testing.T) {
 // through derived loggers (slog's path), never interleave.
 func TestJSONHandlerLinesWhole(t *testing.T) {
 	var buf bytes.Buffer // not safe for concurrent use: the handler's lock is
-	l := slog.New(newJSONHandler(&buf, nil))
+	l := slog.New(New(&buf, nil))
 	var wg sync.WaitGroup
 	for g := range 8 {
 		wg.Go(func() {
@@ -195,7 +195,7 @@ func TestJSONHandlerLinesWhole(t *testing.T) {
 
 // A write error is returned, as slog's handler returns it.
 func TestJSONHandlerWriteError(t *testing.T) {
-	h := newJSONHandler(failWriter{}, nil)
+	h := New(failWriter{}, nil)
 	if err := h.Handle(context.Background(), slog.NewRecord(time.Now(), slog.LevelInfo, "request", 0)); err == nil {
 		t.Fatal("no error from a failing writer")
 	}

@@ -1,4 +1,6 @@
-package main
+// Package jsonlog is contractd's log handler: the lines slog.JSONHandler
+// writes, byte for byte, with less code for the per-request line.
+package jsonlog
 
 import (
 	"context"
@@ -12,7 +14,7 @@ import (
 	"github.com/contractd/contractd/internal/jsonstr"
 )
 
-// jsonHandler writes what slog.NewJSONHandler(w, &slog.HandlerOptions{Level:
+// Handler writes what slog.NewJSONHandler(w, &slog.HandlerOptions{Level:
 // level}) writes, byte for byte, with less code per line for the records
 // nearly every line is: the per-request `request` line, whose attributes
 // are strings, integers, a float and (with a span) the trace ids. Such a
@@ -28,7 +30,7 @@ import (
 // 0-9999), and every handler derived with WithAttrs or WithGroup, goes to
 // the slog.JSONHandler itself, which writes through the same lock: lines
 // never interleave, whichever path wrote them (TestJSONHandlerMatchesSlog).
-type jsonHandler struct {
+type Handler struct {
 	level slog.Leveler
 	slow  slog.Handler // slog.NewJSONHandler over lw
 	lw    *lockedWriter
@@ -47,13 +49,14 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	return l.w.Write(p)
 }
 
-func newJSONHandler(w io.Writer, level slog.Leveler) *jsonHandler {
+// New is a Handler writing to w at level (Info when nil).
+func New(w io.Writer, level slog.Leveler) *Handler {
 	lw := &lockedWriter{w: w, buf: make([]byte, 0, 512)}
-	return &jsonHandler{level: level, slow: slog.NewJSONHandler(lw, &slog.HandlerOptions{Level: level}), lw: lw}
+	return &Handler{level: level, slow: slog.NewJSONHandler(lw, &slog.HandlerOptions{Level: level}), lw: lw}
 }
 
 // Enabled is slog's: the level at least the configured one (Info when nil).
-func (h *jsonHandler) Enabled(_ context.Context, l slog.Level) bool {
+func (h *Handler) Enabled(_ context.Context, l slog.Level) bool {
 	minLevel := slog.LevelInfo
 	if h.level != nil {
 		minLevel = h.level.Level()
@@ -61,10 +64,10 @@ func (h *jsonHandler) Enabled(_ context.Context, l slog.Level) bool {
 	return l >= minLevel
 }
 
-func (h *jsonHandler) WithAttrs(as []slog.Attr) slog.Handler { return h.slow.WithAttrs(as) }
-func (h *jsonHandler) WithGroup(name string) slog.Handler    { return h.slow.WithGroup(name) }
+func (h *Handler) WithAttrs(as []slog.Attr) slog.Handler { return h.slow.WithAttrs(as) }
+func (h *Handler) WithGroup(name string) slog.Handler    { return h.slow.WithGroup(name) }
 
-func (h *jsonHandler) Handle(ctx context.Context, r slog.Record) error {
+func (h *Handler) Handle(ctx context.Context, r slog.Record) error {
 	if !plainRecord(r) {
 		return h.slow.Handle(ctx, r)
 	}
