@@ -2,10 +2,13 @@ package proxy
 
 import (
 	"encoding/json"
+	"io"
 	"log/slog"
+	"regexp"
 	"strings"
 	"testing"
 
+	"github.com/contractd/contractd/internal/jsonlog"
 	"github.com/contractd/contractd/internal/testkit"
 )
 
@@ -41,5 +44,36 @@ func TestRequestLogErrorCode(t *testing.T) {
 				t.Errorf("request line %v: want status %v, error_code %v (nil: absent)", line, c.status, c.code)
 			}
 		})
+	}
+}
+
+// The request line is the same whether the handler writes it from its
+// fields (serve's, jsonlog.RequestHandler) or is given its record (any
+// other): slog's line for a 200 and a 422, but for the time, request id and
+// duration, which differ between two requests.
+func TestRequestLineFieldsOrRecord(t *testing.T) {
+	vary := regexp.MustCompile(`"time":"[^"]*"|"request_id":"[^"]*"|"duration_ms":[0-9.e+-]+`)
+	for _, answer := range []string{validAnswer, invalidAnswer} {
+		var lines [2]string
+		for i, newHandler := range []func(io.Writer) slog.Handler{
+			func(w io.Writer) slog.Handler { return jsonlog.New(w, nil) },
+			func(w io.Writer) slog.Handler { return slog.NewJSONHandler(w, nil) },
+		} {
+			h := newHarness(t, always(answer), cfg{})
+			logs := &testkit.SyncBuffer{}
+			h.srv.Logger = slog.New(newHandler(logs))
+			if _, ok := h.srv.Logger.Handler().(jsonlog.RequestHandler); ok != (i == 0) {
+				t.Fatalf("handler %d: RequestHandler %v", i, ok)
+			}
+			id := wantRequestID(t, h.post("", `{"model":"free","messages":[`+userHi+`]}`))
+			for _, l := range strings.Split(logs.String(), "\n") {
+				if strings.Contains(l, `"msg":"request",`) && strings.Contains(l, id) {
+					lines[i] = vary.ReplaceAllString(l, "")
+				}
+			}
+		}
+		if lines[0] == "" || lines[0] != lines[1] {
+			t.Fatalf("request lines differ:\nfields: %s\nrecord: %s", lines[0], lines[1])
+		}
 	}
 }

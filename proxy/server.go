@@ -22,6 +22,7 @@ import (
 
 	"github.com/contractd/contractd/audit"
 	"github.com/contractd/contractd/config"
+	"github.com/contractd/contractd/internal/jsonlog"
 	"github.com/contractd/contractd/internal/panics"
 )
 
@@ -366,21 +367,21 @@ func (x *exchange) finish(ctx context.Context, status int, outcome audit.Outcome
 	}
 	// The one line most requests log: its attributes as typed values, and
 	// request_id first as a logger from x.logger() would write it, without
-	// building that logger. The record goes to the handler directly: the
-	// Logger would also capture the caller's PC, which no handler here
-	// prints (no AddSource).
+	// building that logger. It goes to the handler directly (the Logger
+	// would also capture the caller's PC, which no handler here prints: no
+	// AddSource), as its fields when the handler writes them itself
+	// (serve's, jsonlog.RequestHandler), else as its record.
 	if h := x.s.Logger.Handler(); h.Enabled(ctx, lvl) {
-		r := slog.NewRecord(time.Now(), lvl, "request", 0)
-		r.AddAttrs(slog.String("request_id", x.ev.RequestID), slog.String("route", x.ev.Route),
-			slog.String("outcome", string(outcome)), slog.Int("status", status), slog.Int("attempts", len(x.ev.Attempts)),
-			slog.Float64("duration_ms", x.ev.DurationMS))
-		if code != "" { // absent on a 200, as in the audit line
-			r.AddAttrs(slog.String("error_code", string(code)))
+		l := jsonlog.Request{Time: time.Now(), Level: lvl, RequestID: x.ev.RequestID, Route: x.ev.Route,
+			Outcome: string(outcome), Status: status, Attempts: len(x.ev.Attempts), DurationMS: x.ev.DurationMS,
+			ErrorCode:   string(code),    // absent on a 200, as in the audit line
+			AuditFailed: auditErr != nil, // this request's own trace of its missing line
 		}
-		if auditErr != nil { // this request's own trace of its missing line
-			r.AddAttrs(slog.Bool("audit_failed", true))
+		if rh, ok := h.(jsonlog.RequestHandler); ok {
+			_ = rh.HandleRequest(ctx, l)
+		} else {
+			_ = h.Handle(ctx, l.Record())
 		}
-		_ = h.Handle(ctx, r)
 	}
 }
 

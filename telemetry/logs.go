@@ -5,6 +5,8 @@ import (
 	"log/slog"
 
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/contractd/contractd/internal/jsonlog"
 )
 
 // LogHandler wraps h so that every record logged with a context holding a
@@ -27,6 +29,20 @@ func (h traceHandler) Handle(ctx context.Context, r slog.Record) error {
 		r.AddAttrs(slog.String("trace_id", sc.TraceID().String()), slog.String("span_id", sc.SpanID().String()))
 	}
 	return h.next.Handle(ctx, r)
+}
+
+// HandleRequest is Handle for the request line given as its fields
+// (jsonlog.RequestHandler): the trace ids set from ctx as Handle adds
+// them, and the line handed on as fields when the next handler writes
+// them itself, else as its record.
+func (h traceHandler) HandleRequest(ctx context.Context, l jsonlog.Request) error {
+	if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
+		l.Traced, l.TraceID, l.SpanID = true, sc.TraceID(), sc.SpanID()
+	}
+	if rh, ok := h.next.(jsonlog.RequestHandler); ok {
+		return rh.HandleRequest(ctx, l)
+	}
+	return h.next.Handle(ctx, l.Record())
 }
 
 func (h traceHandler) WithAttrs(as []slog.Attr) slog.Handler {

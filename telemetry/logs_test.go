@@ -7,9 +7,11 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/contractd/contractd/internal/jsonlog"
 	"github.com/contractd/contractd/telemetry"
 )
 
@@ -95,5 +97,41 @@ func TestLogHandler(t *testing.T) {
 	}
 	if strings.Contains(lines[1], "trace_id") || without["request_id"] != "req_x" {
 		t.Errorf("without span: %s", lines[1])
+	}
+}
+
+// The request line handed to the log handler as its fields
+// (jsonlog.RequestHandler) gets the trace ids of a traced context exactly
+// as its record does through Handle: the same bytes whether the handler
+// below writes the fields itself (serve's) or is given the record (slog's).
+func TestLogHandlerRequestLine(t *testing.T) {
+	sc := trace.NewSpanContext(trace.SpanContextConfig{
+		TraceID: trace.TraceID{0x4b, 0xf9, 0x2f, 0x35, 0x77, 0xb3, 0x4d, 0xa6, 0xa3, 0xce, 0x92, 0x9d, 0x0e, 0x0e, 0x47, 0x36},
+		SpanID:  trace.SpanID{0x00, 0xf0, 0x67, 0xaa, 0x0b, 0xa9, 0x02, 0xb7}, TraceFlags: trace.FlagsSampled})
+	l := jsonlog.Request{Time: time.Now(), Level: slog.LevelInfo, RequestID: "req_1", Route: "hop", Outcome: "passthrough",
+		Status: 200, Attempts: 1, DurationMS: 0.25}
+	for _, ctx := range []context.Context{context.Background(), trace.ContextWithSpanContext(context.Background(), sc)} {
+		var want, fields, record bytes.Buffer
+		if err := telemetry.LogHandler(slog.NewJSONHandler(&want, nil)).Handle(ctx, l.Record()); err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range []struct {
+			buf *bytes.Buffer
+			h   slog.Handler
+		}{{&fields, jsonlog.New(&fields, nil)}, {&record, slog.NewJSONHandler(&record, nil)}} {
+			rh, ok := telemetry.LogHandler(c.h).(jsonlog.RequestHandler)
+			if !ok {
+				t.Fatal("telemetry.LogHandler is not a jsonlog.RequestHandler")
+			}
+			if err := rh.HandleRequest(ctx, l); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if fields.String() != want.String() || record.String() != want.String() {
+			t.Fatalf("lines differ:\nHandle:                %q\nHandleRequest (fields): %q\nHandleRequest (record): %q", want.String(), fields.String(), record.String())
+		}
+		if traced := strings.Contains(want.String(), `"trace_id":"4bf92f3577b34da6a3ce929d0e0e4736","span_id":"00f067aa0ba902b7"}`); traced != trace.SpanContextFromContext(ctx).IsValid() {
+			t.Fatalf("trace ids: %q", want.String())
+		}
 	}
 }

@@ -74,16 +74,7 @@ func (h *Handler) Handle(ctx context.Context, r slog.Record) error {
 	lw := h.lw
 	lw.mu.Lock()
 	defer lw.mu.Unlock()
-	b := append(lw.buf[:0], '{')
-	if !r.Time.IsZero() {
-		b = append(b, `"time":"`...)
-		b = r.Time.Round(0).AppendFormat(b, time.RFC3339Nano)
-		b = append(b, `",`...)
-	}
-	b = append(b, `"level":`...)
-	b = jsonstr.AppendSlog(b, r.Level.String())
-	b = append(b, `,"msg":`...)
-	b = jsonstr.AppendSlog(b, r.Message)
+	b := appendHead(lw.buf[:0], r.Time, r.Level, r.Message)
 	r.Attrs(func(a slog.Attr) bool {
 		b = append(b, ',')
 		b = jsonstr.AppendSlog(b, a.Key)
@@ -105,12 +96,33 @@ func (h *Handler) Handle(ctx context.Context, r slog.Record) error {
 		}
 		return true
 	})
+	return lw.writeLine(b)
+}
+
+// appendHead is a line's start as slog writes it: '{', the time (unless
+// zero), the level and the message.
+func appendHead(b []byte, t time.Time, level slog.Level, msg string) []byte {
+	b = append(b, '{')
+	if !t.IsZero() {
+		b = append(b, `"time":"`...)
+		b = t.Round(0).AppendFormat(b, time.RFC3339Nano)
+		b = append(b, `",`...)
+	}
+	b = append(b, `"level":`...)
+	b = jsonstr.AppendSlog(b, level.String())
+	b = append(b, `,"msg":`...)
+	return jsonstr.AppendSlog(b, msg)
+}
+
+// writeLine ends the line in b (built in l.buf, under l.mu) and writes it,
+// keeping the buffer for the next line unless it grew large.
+func (l *lockedWriter) writeLine(b []byte) error {
 	b = append(b, '}', '\n')
-	_, err := lw.w.Write(b)
+	_, err := l.w.Write(b)
 	if cap(b) <= maxKeptLine { // one long line does not stay held
-		lw.buf = b
+		l.buf = b
 	} else {
-		lw.buf = nil
+		l.buf = nil
 	}
 	return err
 }
