@@ -25,11 +25,34 @@ func both(t testing.TB, level slog.Leveler, r slog.Record) {
 		t.Fatalf("Enabled(%v): slog %v, Handler %v", r.Level, ref.Enabled(ctx, r.Level), h.Enabled(ctx, r.Level))
 	}
 	errRef, err := ref.Handle(ctx, r.Clone()), h.Handle(ctx, r.Clone())
-	if (errRef == nil) != (err == nil) {
-		t.Fatalf("errors differ: slog %v, Handler %v", errRef, err)
+	sameLine(t, "Handler", want.String(), got.String(), errRef, err)
+}
+
+// awkwardStrings returns random strings of up to 11 pieces, each plain or
+// one that JSON escapes or slog and encoding/json write apart: quotes,
+// control bytes, DEL, HTML characters, multibyte runes, invalid and cut
+// UTF-8, U+2028 and U+2029.
+func awkwardStrings(rng *rand.Rand) func() string {
+	alphabet := []string{"a", "Z", "0", " ", `"`, `\`, "\n", "\t", "\x00", "\x1b", "\x7f", "<", "&", "é", "日", "🙂", "\xff", "\u2028", "\u2029", "\xe2\x80", "…"}
+	return func() string {
+		var b strings.Builder
+		for range rng.IntN(12) {
+			b.WriteString(alphabet[rng.IntN(len(alphabet))])
+		}
+		return b.String()
 	}
-	if got.String() != want.String() {
-		t.Fatalf("line differs:\nslog:        %q\nHandler:     %q", want.String(), got.String())
+}
+
+// sameLine fails when what slog.JSONHandler wrote (want, errRef) and what
+// this package's fn wrote (got, err) differ, in their bytes or in whether
+// they failed.
+func sameLine(t testing.TB, fn, want, got string, errRef, err error) {
+	t.Helper()
+	if (errRef == nil) != (err == nil) {
+		t.Fatalf("errors differ: slog %v, %s %v", errRef, fn, err)
+	}
+	if got != want {
+		t.Fatalf("line differs:\n%-14s %q\n%-14s %q", "slog:", want, fn+":", got)
 	}
 }
 
@@ -91,14 +114,7 @@ func TestJSONHandlerMatchesSlog(t *testing.T) {
 
 	// Random records of the kinds the fast path writes.
 	rng := rand.New(rand.NewPCG(1, 2))
-	alphabet := []string{"a", "Z", "0", " ", `"`, `\`, "\n", "\t", "\x00", "\x1b", "\x7f", "<", "&", "é", "日", "🙂", "\xff", "\u2028", "\u2029", "\xe2\x80"}
-	rs := func() string {
-		var b strings.Builder
-		for range rng.IntN(12) {
-			b.WriteString(alphabet[rng.IntN(len(alphabet))])
-		}
-		return b.String()
-	}
+	rs := awkwardStrings(rng)
 	for range 3000 {
 		r := slog.NewRecord(now.Add(time.Duration(rng.Int64N(1e15))), slog.Level(rng.IntN(20)-6), rs(), 0)
 		for range rng.IntN(8) {

@@ -19,12 +19,7 @@ func request(t testing.TB, l Request) {
 	ctx := context.Background()
 	errRef := slog.NewJSONHandler(&want, nil).Handle(ctx, l.Record())
 	err := New(&got, nil).HandleRequest(ctx, l)
-	if (errRef == nil) != (err == nil) {
-		t.Fatalf("errors differ: slog %v, HandleRequest %v", errRef, err)
-	}
-	if got.String() != want.String() {
-		t.Fatalf("line differs:\nslog:          %q\nHandleRequest: %q", want.String(), got.String())
-	}
+	sameLine(t, "HandleRequest", want.String(), got.String(), errRef, err)
 }
 
 // The request line written from its fields is slog's line for its record,
@@ -61,14 +56,7 @@ func TestRequestMatchesSlog(t *testing.T) {
 	}
 
 	rng := rand.New(rand.NewPCG(3, 4))
-	alphabet := []string{"a", "Z", "0", " ", `"`, `\`, "\n", "\t", "\x00", "\x1b", "\x7f", "<", "&", "é", "日", "🙂", "\xff", "\u2028", "\u2029", "\xe2\x80", "…"}
-	rs := func() string {
-		var b strings.Builder
-		for range rng.IntN(12) {
-			b.WriteString(alphabet[rng.IntN(len(alphabet))])
-		}
-		return b.String()
-	}
+	rs := awkwardStrings(rng)
 	for range 3000 {
 		l := Request{Time: now.Add(time.Duration(rng.Int64N(1e15))), Level: slog.Level(rng.IntN(20) - 6),
 			RequestID: rs(), Route: rs(), Outcome: rs(), Status: rng.IntN(1000) - 100, Attempts: rng.IntN(5),
