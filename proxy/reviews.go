@@ -498,6 +498,13 @@ func (q *ReviewQueue) run(ctx context.Context) {
 // hour; a failed one is tried again at the next tick.
 func (q *ReviewQueue) cleanup(ctx context.Context, del func(context.Context, time.Time) (int, error), age time.Duration, failed, done string) bool {
 	n, err := del(ctx, time.Now().Add(-age))
+	// Retention deleted items whose attempts could not be decoded (damaged
+	// rows) with the others: the pass is done, the operator is told which.
+	if de := (*review.DamagedItemsError)(nil); errors.As(err, &de) {
+		q.Log.Warn("review retention deleted damaged items (attempts unreadable)", "items", len(de.IDs),
+			"review_ids", de.IDs[:min(len(de.IDs), 10)])
+		err = nil
+	}
 	if err != nil {
 		if ctx.Err() == nil {
 			q.Log.Warn(failed, "error", err.Error())

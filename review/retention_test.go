@@ -2,12 +2,14 @@ package review
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -196,4 +198,71 @@ func copyFile(from, to string) error {
 		return err
 	}
 	return out.Close()
+}
+
+// An item whose attempts do not decode (a damaged row) failed its whole
+// retention batch, and being the oldest it headed the first batch of every
+// pass: retention deleted nothing any more. It is now deleted with its rule
+// rows (found without its rules), the pass goes on and reports it by a
+// *DamagedItemsError, and the next pass finds nothing left.
+func TestSQLiteRetentionDeletesDamagedItem(t *testing.T) {
+	s := freshSQLite(t)
+	s.retentionBatch = 4 // several batches, the damaged item in the first
+	ctx := context.Background()
+	populate(t, s, 40, time.Now().Add(-72*time.Hour))
+	const bad = "it000000001" // the oldest resolved item
+	var rules int
+	if err := s.db.QueryRow(`SELECT count(*) FROM review_rules WHERE review_id = ?`, bad).Scan(&rules); err != nil || rules == 0 {
+		t.Fatalf("the damaged item's rule rows before: %d, %v", rules, err)
+	}
+	if _, err := s.w.Exec(`UPDATE reviews SET attempts = '[{"attempt":1,' WHERE id = ?`, bad); err != nil {
+		t.Fatal(err)
+	}
+	n, err := s.DeleteResolvedBefore(ctx, time.Now().Add(-24*time.Hour))
+	var de *DamagedItemsError
+	if !errors.As(err, &de) || len(de.IDs) != 1 || de.IDs[0] != bad {
+		t.Fatalf("retention: %d deleted, error %v; want a DamagedItemsError naming %s", n, err, bad)
+	}
+	if want := 40 - 40/10; n != want {
+		t.Errorf("deleted %d, want every resolved item, %d", n, want)
+	}
+	var resolved, orphans int
+	if err := s.db.QueryRow(`SELECT count(*) FROM reviews WHERE status != 'pending'`).Scan(&resolved); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.db.QueryRow(`SELECT count(*) FROM review_rules WHERE status != 'pending' OR review_id = ?`, bad).Scan(&orphans); err != nil {
+		t.Fatal(err)
+	}
+	if resolved != 0 || orphans != 0 {
+		t.Errorf("after retention: %d resolved items, %d resolved rule rows left", resolved, orphans)
+	}
+	if n, err := s.DeleteResolvedBefore(ctx, time.Now().Add(-24*time.Hour)); n != 0 || err != nil {
+		t.Errorf("the next pass: %d, %v", n, err)
+	}
+}
+
+// sqlDeleteRulesOfItem seeks: one search of the primary key per distinct
+// rule, no scan of review_rules.
+func TestSQLiteDeleteRulesOfItemPlan(t *testing.T) {
+	s := populatedSQLite(t)
+	rows, err := s.db.Query(`EXPLAIN QUERY PLAN `+sqlDeleteRulesOfItem, "approved", 1, "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var plan []string
+	for rows.Next() {
+		var id, parent, unused int
+		var detail string
+		if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+			t.Fatal(err)
+		}
+		plan = append(plan, detail)
+	}
+	for _, d := range plan {
+		if strings.HasPrefix(d, "SCAN review_rules") {
+			t.Errorf("plan scans review_rules: %q in\n%s", d, strings.Join(plan, "\n"))
+		}
+	}
+	t.Logf("plan:\n%s", strings.Join(plan, "\n"))
 }

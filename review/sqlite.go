@@ -972,18 +972,42 @@ func (s *SQLite) Pending(ctx context.Context) (map[string]int, error) {
 // (docs/benchmarks.md, session 10). Between batches database/sql hands the
 // connection to a waiting writer first. Batches already committed stay
 // deleted when ctx ends or a batch fails; the next pass goes on from there.
+//
+// An item whose attempts cannot be decoded (a damaged row) is deleted like
+// the others, its rule rows found without its rules (sqlDeleteRulesOfItem),
+// and the pass goes on; it returns a *DamagedItemsError naming such items
+// with the count of every item deleted. One such item failed its whole
+// batch, and as the oldest it was in the first batch of every pass: no
+// resolved item was deleted again.
 func (s *SQLite) DeleteResolvedBefore(ctx context.Context, t time.Time) (int, error) {
-	return resolvedInBatches(s.retentionBatch, func(st Status) (int, error) {
-		return s.retentionBatchTx(ctx, st, t.UnixNano())
+	var damaged []string
+	n, err := resolvedInBatches(s.retentionBatch, func(st Status) (int, error) {
+		return s.retentionBatchTx(ctx, st, t.UnixNano(), &damaged)
 	})
+	if err == nil && len(damaged) > 0 {
+		err = &DamagedItemsError{IDs: damaged}
+	}
+	return n, err
+}
+
+// DamagedItemsError is DeleteResolvedBefore's report of the items it
+// deleted whose attempts could not be decoded: the pass itself succeeded.
+type DamagedItemsError struct {
+	IDs []string
+}
+
+func (e *DamagedItemsError) Error() string {
+	return fmt.Sprintf("retention deleted %d item(s) whose attempts could not be decoded: %s",
+		len(e.IDs), strings.Join(e.IDs[:min(len(e.IDs), 10)], ", "))
 }
 
 // retentionBatchTx deletes one batch of a resolved status's expired items
 // and their rule rows in one transaction on the writer. review_rules has
 // no foreign key to cascade from (migration 0010): each item's rule rows
 // are deleted by their key, the item's rules read from the attempts the
-// DELETE returns.
-func (s *SQLite) retentionBatchTx(ctx context.Context, st Status, before int64) (int, error) {
+// DELETE returns; the ids of items whose attempts do not decode are added
+// to damaged.
+func (s *SQLite) retentionBatchTx(ctx context.Context, st Status, before int64, damaged *[]string) (int, error) {
 	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
 		return 0, err
@@ -997,6 +1021,7 @@ func (s *SQLite) retentionBatchTx(ctx context.Context, st Status, before int64) 
 		id      string
 		created int64
 		rules   []string
+		damaged bool // attempts not decoded: rules unknown
 	}
 	var items []gone
 	for rows.Next() {
@@ -1008,24 +1033,48 @@ func (s *SQLite) retentionBatchTx(ctx context.Context, st Status, before int64) 
 		}
 		var as []Attempt
 		if err := json.Unmarshal(atts, &as); err != nil {
-			rows.Close()
-			return 0, fmt.Errorf("item %s: attempts: %w", g.id, err)
+			g.damaged = true
+		} else {
+			g.rules = rulesOf(as, nil)
 		}
-		g.rules = rulesOf(as, nil)
 		items = append(items, g)
 	}
 	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
 		return 0, err
 	}
+	var bad []string
 	for _, g := range items {
+		if g.damaged {
+			if _, err := tx.ExecContext(ctx, sqlDeleteRulesOfItem, string(st), g.created, g.id); err != nil {
+				return 0, err
+			}
+			bad = append(bad, g.id)
+			continue
+		}
 		for _, rule := range g.rules {
 			if _, err := tx.ExecContext(ctx, sqlDeleteRule, rule, string(st), g.created, g.id); err != nil {
 				return 0, err
 			}
 		}
 	}
-	return len(items), tx.Commit()
+	if err := tx.Commit(); err != nil {
+		return 0, err
+	}
+	*damaged = append(*damaged, bad...)
+	return len(items), nil
 }
+
+// sqlDeleteRulesOfItem deletes an item's rule rows without knowing its
+// rules (its attempts did not decode): each distinct rule of the table is
+// found by a seek past the one before (a loose index scan of the primary
+// key), and the item's row under each is deleted by its full key, so the
+// cost is a few seeks per rule in use, not a scan of every rule row.
+const sqlDeleteRulesOfItem = `WITH RECURSIVE rules(rule) AS (
+		SELECT (SELECT min(rule) FROM review_rules)
+		UNION ALL
+		SELECT (SELECT min(rule) FROM review_rules WHERE rule > rules.rule) FROM rules WHERE rules.rule IS NOT NULL)
+	DELETE FROM review_rules WHERE rule IN (SELECT rule FROM rules WHERE rule IS NOT NULL)
+		AND status = ? AND created_ns = ? AND review_id = ?`
 
 // deleteBatch runs one batch's DELETE, its own transaction on the writer,
 // and returns the rows it deleted.
