@@ -137,6 +137,7 @@ func (s *Server) contract(ctx context.Context, w http.ResponseWriter, r *http.Re
 	}
 	x.finish(ctx, http.StatusOK, audit.OutcomeValid, "")
 	x.edge.write(w, v, route, x.ev.RequestID, p)
+	v.comp.release() // the answer is written: its literal is read no more
 }
 
 // deduplicated answers with the stored 422 of an identical request: same
@@ -265,6 +266,7 @@ func (s *Server) attempts(ctx context.Context, r *http.Request, x *exchange, p *
 			v.comp, v.result = comp, res
 			return v, nil
 		}
+		comp.release()
 	}
 	return v, s.needsReview(x, p, v, CodeContractViolation)
 }

@@ -2,9 +2,14 @@ package proxy
 
 import (
 	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
 	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"unsafe"
 
@@ -193,7 +198,72 @@ func TestReplyKeepsQuotedContent(t *testing.T) {
 		if kept := c.quoted != nil; kept != tt.kept {
 			t.Errorf("%s: kept %v, want %v", tt.lit, kept, tt.kept)
 		}
+		// Kept, it is the reply's own bytes, not a copy of them.
+		if c.quoted != nil && !bytes.Equal(c.quoted, []byte(tt.lit)) {
+			t.Errorf("%s: kept %s", tt.lit, c.quoted)
+		}
 	}
+	reply := []byte(`{"choices":[{"message":{"content":"{\"a\":1}"}}]}`)
+	c, ok := readCompletion(reply)
+	if !ok || c.quoted == nil {
+		t.Fatal("literal not kept")
+	}
+	if at := bytes.Index(reply, []byte(`"{\"a\":1}"`)); &c.quoted[0] != &reply[at] {
+		t.Error("the kept literal is a copy of the reply's")
+	}
+}
+
+// TestConcurrentAnswersKeepTheirReplies: the content's literal is read
+// from the reply's pooled buffer when the answer is written, so that
+// buffer goes back to its pool only afterwards. Were it given back
+// earlier, another request's reply would be read into it meanwhile and
+// answered in its place: many requests at once, each answered with its
+// own upstream reply.
+func TestConcurrentAnswersKeepTheirReplies(t *testing.T) {
+	h := newHarness(t, func(w http.ResponseWriter, r *http.Request, c *upCall) {
+		msgs := c.Messages()
+		tok, _ := msgs[len(msgs)-1]["content"].(string)
+		reply(w, 200, completion(`{"answer":"`+tok+` `+strings.Repeat("x", 200)+`"}`, "stop", 10, 5))
+	}, cfg{})
+	const clients, each = 16, 40
+	var wg sync.WaitGroup
+	for g := range clients {
+		wg.Go(func() {
+			for i := range each {
+				tok := fmt.Sprintf("tok-%d-%d", g, i)
+				body := `{"model":"free","messages":[{"role":"user","content":"` + tok + `"}]}`
+				req, err := http.NewRequest(http.MethodPost, h.front.URL+"/v1/chat/completions", strings.NewReader(body))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				req.Header.Set("Content-Type", "application/json")
+				req.Header.Set("Authorization", "Bearer "+clientKey)
+				resp, err := h.client.Do(req)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				b, err := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				var got struct {
+					Choices []struct {
+						Message struct{ Content string } `json:"message"`
+					} `json:"choices"`
+				}
+				want := `{"answer":"` + tok + ` ` + strings.Repeat("x", 200) + `"}`
+				if resp.StatusCode != 200 || json.Unmarshal(b, &got) != nil || len(got.Choices) != 1 || got.Choices[0].Message.Content != want {
+					t.Errorf("%s: HTTP %d, %.200s", tok, resp.StatusCode, b)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
 }
 
 // BenchmarkAppendOutput: the accepted output of a reply read from the

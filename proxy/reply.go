@@ -53,6 +53,9 @@ var replyReaderPool = sync.Pool{New: func() any { return new(replyReader) }}
 // errReply ends a walk on a reply json v2 would not unmarshal.
 type errReply struct{}
 
+// readCompletion reads a reply. The completion's strings are its own;
+// its quoted literal (if any) is a slice of data, which must stay as it is
+// for as long as the completion's quoted is used (Completion.release).
 func readCompletion(data []byte) (*Completion, bool) {
 	r := replyReaderPool.Get().(*replyReader)
 	r.dec.Reset(data, true) // AllowInvalidUTF8, as wireOptions
@@ -299,9 +302,10 @@ func (r *replyReader) int() int64 {
 }
 
 // unquote sets s to the kept strings, all unquoted into one buffer which
-// they then share. It returns the content's raw string literal, copied
-// into the same buffer, when it is exactly what jsonstr.Append writes for
-// the content (Completion.quoted); nil otherwise.
+// they then share. It returns the content's raw string literal, a slice of
+// the reply (not a copy: the caller keeps the reply until the answer is
+// written), when it is exactly what jsonstr.Append writes for the content
+// (Completion.quoted); nil otherwise.
 func (r *replyReader) unquote(s *[numStrs]string) (quoted []byte) {
 	n := 0
 	for _, raw := range r.strs {
@@ -311,8 +315,8 @@ func (r *replyReader) unquote(s *[numStrs]string) (quoted []byte) {
 		return nil
 	}
 	// Room for every string unquoted (never longer than raw, but for
-	// invalid UTF-8) and for the content's literal after them.
-	buf := make([]byte, 0, n+len(r.strs[strContent]))
+	// invalid UTF-8).
+	buf := make([]byte, 0, n)
 	var ends [numStrs]int
 	same := false
 	for i, raw := range r.strs {
@@ -335,9 +339,8 @@ func (r *replyReader) unquote(s *[numStrs]string) (quoted []byte) {
 		start = end
 	}
 	if same {
-		at := len(buf)
-		buf = append(buf, r.strs[strContent]...) // the strings above stay where they are
-		quoted = buf[at:len(buf):len(buf)]
+		raw := r.strs[strContent]
+		quoted = raw[:len(raw):len(raw)]
 	}
 	return quoted
 }

@@ -88,7 +88,24 @@ type Completion struct {
 	// quoted is Output as the reply quoted it, when that is exactly what
 	// jsonstr.Append writes for Output (the usual case): the answer sends
 	// these bytes on instead of quoting the output again. Nil otherwise.
+	// It is a slice of the reply's pooled buffer, kept out of its pool
+	// (but not in the in-flight budget: its bytes were accounted while
+	// the reply was read, as the strings copied from it never are) until
+	// release.
 	quoted []byte
+	reply  *body // the buffer quoted points into; nil once released
+}
+
+// release gives the reply's buffer back to its pool once nothing reads
+// c.quoted any more: the attempt was rejected, or its answer is written. A
+// completion never released only leaves its buffer to the GC.
+func (c *Completion) release() {
+	if c == nil || c.reply == nil {
+		return
+	}
+	c.quoted = nil
+	putBuf(c.reply.buf, c.reply.hold)
+	c.reply = nil
 }
 
 // Caller makes upstream calls. Safe for concurrent use; one per process so
@@ -233,8 +250,10 @@ func (c *Caller) once(ctx context.Context, u *config.Upstream, body *upstreamBod
 			RetryAfter: ra, HasRetryAfter: hasRA}, ra
 	}
 	// The reply is read once into a pooled buffer held in the in-flight
-	// budget, decoded, and given back: the completion keeps
-	// copies of the few strings it needs.
+	// budget, decoded, and given back: the completion keeps copies of
+	// the few strings it needs, and the buffer itself (out of the budget)
+	// when the content's literal can be written on as it is
+	// (Completion.quoted), instead of a copy of that literal.
 	bg, limit := c.replies, int64(math.MaxInt64)
 	if bg == nil {
 		bg = &budget{}
@@ -251,7 +270,13 @@ func (c *Caller) once(ctx context.Context, u *config.Upstream, body *upstreamBod
 		return nil, transportError(err, cctx), 0
 	}
 	comp, ok := readCompletion(b.buf)
-	bg.drop(b)
+	if ok && comp.quoted != nil {
+		bg.release(b.held)
+		b.held = 0
+		comp.reply = b
+	} else {
+		bg.drop(b)
+	}
 	if !ok {
 		return nil, &UpstreamError{Status: statusBadReply, Reason: "reply is not a chat completion"}, 0
 	}
