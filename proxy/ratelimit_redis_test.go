@@ -264,3 +264,45 @@ func silentServer(t *testing.T) (url string, stop func()) {
 	})
 	return "redis://" + ln.Addr().String() + "/0", stop
 }
+
+// TestRedisHungCallsRunLaterSpendAtMostBurst: takes that timed out while
+// Redis hung (their clients already passed, fail open) were sent, so Redis
+// runs them once it continues and they spend the key's tokens then. They
+// are not cancelled (telling the script each call's deadline would tie it
+// to the replicas' clocks, which the script avoids by using Redis's TIME),
+// but they cost at most the key's burst: a refused take writes nothing, so
+// however many ran late, the key's next take passes within one interval,
+// not after one interval per late call. Checked with the real Redis
+// stopped by SIGSTOP.
+func TestRedisHungCallsRunLaterSpendAtMostBurst(t *testing.T) {
+	srv := testkit.StartRedis(t, 0)
+	r := newRedisStore(srv.URL, 100*time.Millisecond)
+	defer r.close()
+	rl := &config.RateLimit{RequestsPerSecond: 10, Burst: 2} // one take per 100 ms
+	const late = 12
+	hung := srv.Freeze(t)
+	for i := range late {
+		if _, err := r.take(context.Background(), "k1", rl); err == nil {
+			t.Fatalf("take %d answered with Redis stopped", i+1)
+		}
+	}
+	hung.Thaw()
+	// The late takes run once Redis continues: the bucket is spent.
+	if !testkit.WaitFor(5*time.Second, 10*time.Millisecond, func() bool {
+		n, err := r.c.Exists(context.Background(), redisKeyPrefix+"k1").Result()
+		return err == nil && n == 1
+	}) {
+		t.Fatal("the takes sent while Redis was stopped never ran: the bucket is untouched")
+	}
+	time.Sleep(200 * time.Millisecond) // every late take has run
+	wait, err := r.take(context.Background(), "k1", rl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// At most burst spent: the next take passes within one interval of
+	// them (12 late takes pushing the bucket each would be 1 s).
+	if wait > 100*time.Millisecond {
+		t.Fatalf("after %d late takes the key waits %v: they spent more than its burst", late, wait)
+	}
+	t.Logf("after %d late takes: next take waits %v", late, wait)
+}
