@@ -32,7 +32,7 @@ commands:
   validate  [-c FILE]                                   check a config; one "location: message" line per problem
   check     [-c FILE] (--contract NAME | --route NAME) [--input FILE] [OUTPUT|-]
                                                         judge a saved model output offline
-  render    [-c FILE] --route NAME [--input FILE] [--attempt N]
+  render    [-c FILE] --route NAME [--input FILE] [--api chat|responses] [--attempt N]
                                                         print the upstream request body of attempt N
   schema    [-c FILE] --route NAME                      print the JSON Schema the route's contract enforces
   replay    [-c FILE] (--reviews | --audit FILE) [--route NAME] [--since DURATION|RFC3339] [--live] [--json]

@@ -110,3 +110,29 @@ func TestConfigNotFoundAtDefault(t *testing.T) {
 		}
 	}
 }
+
+// TestUsageMatchesCommandSynopsis: the command list `contractd -h` prints
+// gives each command the synopsis its own -h prints, so a flag added to
+// one is not missing from the other (render's --api was).
+func TestUsageMatchesCommandSynopsis(t *testing.T) {
+	for _, cmd := range []string{"serve", "validate", "check", "render", "schema", "replay"} {
+		var out, errb bytes.Buffer
+		if code := run(context.Background(), []string{cmd, "-h"}, &out, &errb); code != exitOK {
+			t.Fatalf("%s -h: exit %d: %s", cmd, code, errb.String())
+		}
+		first, _, _ := strings.Cut(out.String(), "\n")
+		syn := strings.TrimPrefix(first, "usage: contractd "+cmd+" ")
+		found := false
+		for _, l := range strings.Split(usage, "\n") {
+			if f := strings.Fields(l); len(f) > 0 && f[0] == cmd {
+				found = true
+				if got := strings.Join(f[1:], " "); !strings.HasPrefix(got, syn) {
+					t.Errorf("contractd -h lists %s as %q; %s -h says %q", cmd, got, cmd, syn)
+				}
+			}
+		}
+		if !found {
+			t.Errorf("contractd -h does not list %s", cmd)
+		}
+	}
+}
