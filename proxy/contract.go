@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 	"unsafe"
 
 	"github.com/contractd/contractd/audit"
@@ -124,7 +125,7 @@ func (s *Server) contract(ctx context.Context, w http.ResponseWriter, r *http.Re
 					// The answer as the client gets it once the item is
 					// durable (stored, or spooled and moved in later).
 					rv.Stored = true
-					it.Dedupe = &review.Dedupe{Key: dkey.String(), Until: s.dedupe.now().Add(window), Answer: aerr.body()}
+					it.Dedupe = &review.Dedupe{Key: dkey.String(), Until: s.dedupe.now().Add(window), Answer: aerr.dedupeAnswer()}
 				}
 				rv.Stored = q.save(ctx, it)
 			}
@@ -303,9 +304,48 @@ func (s *Server) needsReview(x *exchange, p *Prepared, v *verdict, code ErrorCod
 	if attempts == nil {
 		attempts = []ReviewAttempt{}
 	}
-	id := x.ev.RequestID
+	return needsReviewError(x.ev.RequestID, p.Route.Name, k.Name, code, attempts)
+}
+
+// needsReviewError is the 422 of review id: needsReview's, and the one a
+// dedupe answer from the review store is rendered as (renderDedupe).
+//
+// A violation's text that is not valid UTF-8 (an enum message cut at 200
+// bytes inside a character) has each invalid byte replaced by U+FFFD
+// first, in attempts itself, which the stored item shares: encoding/json
+// writes such a byte as the escape \ufffd, but a string read back from
+// JSON holds U+FFFD itself, which it writes as is, so a 422 rendered from
+// the stored item would differ from the first in those bytes. Either way
+// a client decodes the same text.
+func needsReviewError(id, route, contract string, code ErrorCode, attempts []ReviewAttempt) *APIError {
+	for i := range attempts {
+		vs := attempts[i].Violations
+		for j := range vs {
+			v := &vs[j]
+			v.Kind, v.Path, v.Rule, v.Message = jsonText(v.Kind), jsonText(v.Path), jsonText(v.Rule), jsonText(v.Message)
+		}
+	}
 	return &APIError{Status: http.StatusUnprocessableEntity, Type: typeNeedsReview, Code: code, Message: reviewMessage(id, code, attempts),
-		Review: &Review{ID: id, Route: p.Route.Name, Contract: k.Name, Attempts: attempts}}
+		Review: &Review{ID: id, Route: route, Contract: contract, Attempts: attempts}}
+}
+
+// jsonText is s with each byte that is not part of valid UTF-8 replaced by
+// U+FFFD, as encoding/json reads it back (s itself when valid).
+func jsonText(s string) string {
+	if utf8.ValidString(s) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && n == 1 {
+			b.WriteRune(utf8.RuneError)
+		} else {
+			b.WriteString(s[i : i+n])
+		}
+		i += n
+	}
+	return b.String()
 }
 
 // reviewMessage names the review in error.message, because some clients

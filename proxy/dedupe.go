@@ -204,6 +204,16 @@ func (d *dedupe) learn(k dedupeKey, v *APIError, expires time.Time) {
 	d.evictLocked()
 }
 
+// holds reports whether a verdict for k is held until at least expires:
+// learning one that ends no later would change nothing (learn), so the
+// sync need not render it first.
+func (d *dedupe) holds(k dedupeKey, expires time.Time) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	el, ok := d.items[k]
+	return ok && !expires.After(el.Value.(*dedupeEntry).expires)
+}
+
 // sweepLocked drops the verdicts whose window has ended and the clear
 // marks past their time, at most once per dedupeSweepEvery: a walk over at
 // most DedupeMaxEntries verdicts and dedupeClearMax marks, under the lock
@@ -315,7 +325,10 @@ func (y *dedupeSync) once(ctx context.Context) error {
 			if n, err := hex.Decode(k[:], []byte(r.Key)); err != nil || n != len(k) {
 				continue // not a key this version writes
 			}
-			e, err := parseNeedsReview(r.Answer)
+			if y.s.dedupe.holds(k, r.Until) {
+				continue // read again in the overlap, or this process's own
+			}
+			e, err := renderDedupe(&r)
 			if err != nil {
 				q.warnLookup(fmt.Errorf("item %s: dedupe answer: %w", r.ID, err))
 				continue

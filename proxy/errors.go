@@ -220,8 +220,60 @@ func (e *APIError) body() []byte {
 	return bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
 }
 
+// dedupeForm is what the review store keeps of a needs_review 422 for
+// review.dedupe_window (review.Dedupe.Answer): its code and how many
+// attempts it reports. The rest of the 422 is the item's: its id, route,
+// contract name and the first Attempts of its stored attempts (a rerun
+// appends after them), each attempt's report being the stored attempt
+// without its output. renderDedupe makes the same bytes from them; the
+// whole body (about 1.1 KB, mostly a copy of the attempts) was a third of
+// every stored row before session 15.
+type dedupeForm struct {
+	Code     ErrorCode `json:"code"`
+	Attempts *int      `json:"attempts"`
+}
+
+// dedupeAnswer is e's dedupe form (e a needs_review 422 from
+// needsReviewError, with the stored item's attempts).
+func (e *APIError) dedupeAnswer() json.RawMessage {
+	n := len(e.Review.Attempts)
+	b, _ := json.Marshal(dedupeForm{Code: e.Code, Attempts: &n})
+	return b
+}
+
+// renderDedupe is the 422 a review store's dedupe record answers: rendered
+// from the item (dedupeForm), or, for items stored by versions before
+// session 15, the whole body they stored (parseNeedsReview). The review
+// object says stored, as the body the client was first given did.
+func renderDedupe(r *review.DedupeRecord) (*APIError, error) {
+	var f struct {
+		dedupeForm
+		Error json.RawMessage `json:"error"`
+	}
+	if err := json.Unmarshal(r.Answer, &f); err != nil {
+		return nil, err
+	}
+	if f.Error != nil {
+		return parseNeedsReview(r.Answer)
+	}
+	if k, ok := errorTable[f.Code]; !ok || k.Type != typeNeedsReview || f.Attempts == nil || *f.Attempts < 0 {
+		return nil, fmt.Errorf("not a needs_review answer")
+	}
+	var atts []ReviewAttempt // a stored attempt's report: the output's fields are skipped
+	if err := json.Unmarshal(r.Attempts, &atts); err != nil {
+		return nil, fmt.Errorf("attempts: %w", err)
+	}
+	n := *f.Attempts
+	if len(atts) < n {
+		return nil, fmt.Errorf("the answer reports %d attempts; the item holds %d", n, len(atts))
+	}
+	e := needsReviewError(r.ID, r.Route, r.Contract, f.Code, append(make([]ReviewAttempt, 0, n), atts[:n]...))
+	e.Review.Stored, e.Review.URL = true, "/v1/reviews/"+r.ID
+	return e, nil
+}
+
 // parseNeedsReview reads back a 422 body written by body (a review
-// store's dedupe answer).
+// store's dedupe answer before session 15).
 func parseNeedsReview(b []byte) (*APIError, error) {
 	var eb errorBody
 	if err := json.Unmarshal(b, &eb); err != nil {

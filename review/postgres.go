@@ -805,12 +805,15 @@ func (s *Postgres) FinishDelivery(ctx context.Context, id string, done bool, ret
 	return nil
 }
 
+// pgRecentDedupe is RecentDedupe's query (TestPostgresListPlans).
+const pgRecentDedupe = `SELECT ` + dedupeColumns + ` FROM reviews
+		WHERE created_ns >= $1 AND dedupe_key IS NOT NULL AND dedupe_until_ns > $2 ORDER BY created_ns, id LIMIT $3`
+
 // RecentDedupe reads reviews_created from since on; only items with a
 // key carry a window.
 func (s *Postgres) RecentDedupe(ctx context.Context, since, now time.Time, limit int) ([]DedupeRecord, error) {
 	ctx, cancel := s.opCtx(ctx)
 	defer cancel()
-	return pgQuery(ctx, s.pool, "dedupe", scanDedupe, `SELECT id, created_ns, dedupe_key, dedupe_until_ns, dedupe_answer FROM reviews
-		WHERE created_ns >= $1 AND dedupe_key IS NOT NULL AND dedupe_until_ns > $2 ORDER BY created_ns, id LIMIT $3`,
+	return pgQuery(ctx, s.pool, "dedupe", scanDedupe, pgRecentDedupe,
 		since.UnixNano(), now.UnixNano(), limit)
 }

@@ -119,8 +119,7 @@ func TestPostgresListPlans(t *testing.T) {
 	})
 	t.Run("dedupe", func(t *testing.T) {
 		// The sync's poll: the last half second's items.
-		check(t, pgExplain(t, s, `SELECT id, created_ns, dedupe_key, dedupe_until_ns, dedupe_answer FROM reviews
-			WHERE created_ns >= $1 AND dedupe_key IS NOT NULL AND dedupe_until_ns > $2 ORDER BY created_ns, id LIMIT $3`,
+		check(t, pgExplain(t, s, pgRecentDedupe,
 			[]any{time.Now().Add(-500 * time.Millisecond).UnixNano(), time.Now().UnixNano(), 1000}))
 	})
 }

@@ -103,18 +103,22 @@ func scanPending(rs rows) (map[string]int, error) {
 	return out, rs.Err()
 }
 
-// scanDedupe reads (id, created_ns, dedupe_key, dedupe_until_ns,
-// dedupe_answer) rows.
+// dedupeColumns are what RecentDedupe reads of an item, in scanDedupe's
+// order.
+const dedupeColumns = `id, created_ns, route, contract_name, attempts, dedupe_key, dedupe_until_ns, dedupe_answer`
+
+// scanDedupe reads dedupeColumns rows.
 func scanDedupe(rs rows) ([]DedupeRecord, error) {
 	var out []DedupeRecord
 	for rs.Next() {
 		var r DedupeRecord
 		var created, until int64
-		var answer string
-		if err := rs.Scan(&r.ID, &created, &r.Key, &until, &answer); err != nil {
+		var atts, answer string
+		if err := rs.Scan(&r.ID, &created, &r.Route, &r.Contract, &atts, &r.Key, &until, &answer); err != nil {
 			return nil, err
 		}
-		r.CreatedAt, r.Until, r.Answer = time.Unix(0, created).UTC(), time.Unix(0, until).UTC(), json.RawMessage(answer)
+		r.CreatedAt, r.Until = time.Unix(0, created).UTC(), time.Unix(0, until).UTC()
+		r.Attempts, r.Answer = json.RawMessage(atts), json.RawMessage(answer)
 		out = append(out, r)
 	}
 	return out, rs.Err()

@@ -381,11 +381,11 @@ const (
 	// sqlRecentDedupe reads reviews_status once per status from since on
 	// and merges the three in creation order (migration 0009 dropped the
 	// index by creation time alone; TestSQLiteOtherPlans).
-	sqlRecentDedupe = `SELECT id, created_ns, dedupe_key, dedupe_until_ns, dedupe_answer FROM reviews
+	sqlRecentDedupe = `SELECT ` + dedupeColumns + ` FROM reviews
 		WHERE status = 'pending' AND created_ns >= ?1 AND dedupe_key IS NOT NULL AND dedupe_until_ns > ?2
-		UNION ALL SELECT id, created_ns, dedupe_key, dedupe_until_ns, dedupe_answer FROM reviews
+		UNION ALL SELECT ` + dedupeColumns + ` FROM reviews
 		WHERE status = 'approved' AND created_ns >= ?1 AND dedupe_key IS NOT NULL AND dedupe_until_ns > ?2
-		UNION ALL SELECT id, created_ns, dedupe_key, dedupe_until_ns, dedupe_answer FROM reviews
+		UNION ALL SELECT ` + dedupeColumns + ` FROM reviews
 		WHERE status = 'rejected' AND created_ns >= ?1 AND dedupe_key IS NOT NULL AND dedupe_until_ns > ?2
 		ORDER BY created_ns, id LIMIT ?3`
 	sqlInsertRule = `INSERT INTO review_rules (review_id, rule, created_ns, status, route, contract_name) VALUES (?,?,?,'pending',?,?) ON CONFLICT DO NOTHING`

@@ -71,14 +71,24 @@ type Dedupe struct {
 	Key string `json:"key"`
 	// Until is when the window ends: the verdict time plus the window.
 	Until time.Time `json:"until"`
-	// Answer is the 422 body the client was given, served again as is.
+	// Answer is what the proxy needs to give the client the 422 it was
+	// given again; opaque here. Versions before session 15 stored the
+	// whole 422 body (about 1.1 KB, most of it a copy of the attempts'
+	// reports); the proxy now stores a few bytes and renders the 422 from
+	// the record's route, contract and attempts (docs/review.md).
 	Answer json.RawMessage `json:"answer"`
 }
 
-// DedupeRecord is an open dedupe window with the item it belongs to.
+// DedupeRecord is an open dedupe window with the item it belongs to: the
+// item's route, contract name and attempts as stored (a JSON array of
+// Attempt, rerun attempts included), from which the proxy renders the
+// answer.
 type DedupeRecord struct {
 	ID        string
 	CreatedAt time.Time
+	Route     string
+	Contract  string
+	Attempts  json.RawMessage
 	Dedupe
 }
 

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -562,10 +563,32 @@ var behaviours = []struct {
 		create(t, s, later, NewItem("plain", "a", base), it)
 		recs, err := s.RecentDedupe(ctx(), base, base.Add(59*time.Second), 10)
 		must(t, err)
+		// Each record carries what the proxy renders its answer from:
+		// the item's route, contract name and stored attempts.
+		for i, want := range []*review.Item{it, later} {
+			if i >= len(recs) {
+				break
+			}
+			var atts []review.Attempt
+			must(t, json.Unmarshal(recs[i].Attempts, &atts))
+			eq(t, "attempts of "+want.ID, atts, want.Attempts)
+			recs[i].Attempts = nil
+		}
 		eq(t, "records", recs, []review.DedupeRecord{
-			{ID: "r1", CreatedAt: base, Dedupe: *it.Dedupe},
-			{ID: "r2", CreatedAt: base.Add(time.Second), Dedupe: *later.Dedupe},
+			{ID: "r1", CreatedAt: base, Route: "a", Contract: "k_a", Dedupe: *it.Dedupe},
+			{ID: "r2", CreatedAt: base.Add(time.Second), Route: "a", Contract: "k_a", Dedupe: *later.Dedupe},
 		})
+		// A rerun's attempts follow the item's first ones.
+		more := []review.Attempt{{AttemptReport: review.AttemptReport{Attempt: 3, FinishReason: "length"}, Output: "{"}}
+		_, err = s.AppendAttempts(ctx(), "r1", more)
+		must(t, err)
+		recs, err = s.RecentDedupe(ctx(), base, base, 1)
+		must(t, err)
+		var atts []review.Attempt
+		if len(recs) == 1 {
+			must(t, json.Unmarshal(recs[0].Attempts, &atts))
+		}
+		eq(t, "attempts after a rerun", atts, append(slices.Clone(it.Attempts), more...))
 		for _, c := range []struct {
 			since, now time.Time
 			limit      int
