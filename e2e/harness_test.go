@@ -692,6 +692,37 @@ func sendChat(d *daemon, key, body string) (*http.Response, []byte) {
 	return resp, b
 }
 
+// sendAs sends a request with key as the bearer token ("": none) and body
+// ("": none, else JSON) and returns the response with its whole body; a
+// transport or read error fails the test.
+func sendAs(t *testing.T, method, url, key, body string) (*http.Response, []byte) {
+	t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequest(method, url, rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := httpClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp, b
+}
+
 // modelIDs lists the routes contractd serves now (GET /v1/models).
 func modelIDs(t *testing.T, d *daemon) []string {
 	t.Helper()

@@ -76,15 +76,12 @@ func needsReview(t *testing.T, d *daemon, text string) string {
 	return id
 }
 
+// adminGet GETs the admin listener's path; the body decoded as an object.
 func adminGet(t *testing.T, d *daemon, path string) (int, map[string]any) {
 	t.Helper()
-	resp, err := http.Get("http://" + d.Admin + path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
+	resp, b := sendAs(t, http.MethodGet, "http://"+d.Admin+path, "", "")
 	var m map[string]any
-	_ = json.NewDecoder(resp.Body).Decode(&m)
+	_ = json.Unmarshal(b, &m)
 	return resp.StatusCode, m
 }
 

@@ -298,44 +298,21 @@ func sameShifted(was, got any, d time.Duration) bool {
 // getAs sends GET /v1{path} with key.
 func getAs(t *testing.T, d *daemon, key, path string) (*http.Response, []byte) {
 	t.Helper()
-	req, _ := http.NewRequest("GET", d.BaseURL()+path, nil)
-	req.Header.Set("Authorization", "Bearer "+key)
-	resp, err := httpClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp, b
+	return sendAs(t, http.MethodGet, d.BaseURL()+path, key, "")
 }
 
 // postAdmin POSTs body to the admin listener's path.
 func postAdmin(t *testing.T, d *daemon, path, body string) (int, map[string]any) {
 	t.Helper()
-	resp, err := httpClient.Post("http://"+d.Admin+path, "application/json", strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
+	resp, b := sendAs(t, http.MethodPost, "http://"+d.Admin+path, "", body)
 	var m map[string]any
-	_ = json.NewDecoder(resp.Body).Decode(&m)
+	_ = json.Unmarshal(b, &m)
 	return resp.StatusCode, m
 }
 
 // adminText GETs the admin listener's path and returns the body as text.
 func adminText(t *testing.T, d *daemon, path string) (int, string) {
 	t.Helper()
-	resp, err := httpClient.Get("http://" + d.Admin + path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp, b := sendAs(t, http.MethodGet, "http://"+d.Admin+path, "", "")
 	return resp.StatusCode, string(b)
 }
