@@ -370,7 +370,9 @@ func (s *Schema) safeMessage(e *jsonschema.EvaluationError) string {
 	if e.Code == "value_not_in_enum" {
 		allowed := fmt.Sprint(e.Params["expected"])
 		if len(allowed) > 200 {
-			allowed = allowed[:200] + "…"
+			// Cut at a character: a cut inside one left invalid UTF-8 in
+			// the 422, which JSON readers turn into U+FFFD.
+			allowed = strings.ToValidUTF8(allowed[:200], "") + "…"
 		}
 		return "value is not one of the allowed values: " + allowed
 	}

@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 func mustSchema(t testing.TB, doc string) *Schema {
@@ -187,6 +188,21 @@ func TestMessagesNeverQuoteTheInstance(t *testing.T) {
 				t.Errorf("%s: message quotes the instance: %q", inst, v.Message)
 			}
 		}
+	}
+}
+
+// A long enum's allowed values are cut at 200 bytes, at a character: a cut
+// inside "é" went out as invalid UTF-8 in the 422's violation message.
+func TestEnumMessageCutAtACharacter(t *testing.T) {
+	long := "a" + strings.Repeat("é", 150) // byte 200 falls inside an é
+	s := mustSchema(t, `{"enum":["`+long+`","`+long+`"]}`)
+	vs := s.Validate(mustValue(t, `"x"`))
+	if len(vs) != 1 {
+		t.Fatalf("violations %v", vs)
+	}
+	m := vs[0].Message
+	if !utf8.ValidString(m) || !strings.HasSuffix(m, "é…") || !strings.HasPrefix(m, "value is not one of the allowed values: aéé") {
+		t.Errorf("message %q", m)
 	}
 }
 
