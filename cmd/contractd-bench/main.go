@@ -529,14 +529,20 @@ func render(o options, cells []cell, binInfo, load0, load1 string, took time.Dur
 	}
 	fmt.Fprintf(&b, "- req/s through contractd with validation: %.0f at concurrency %d (target >= %d): %s\n",
 		best.proxied.RPS, best.proxied.Concurrency, targetRPS, verdict(best.proxied.RPS >= targetRPS))
-	worst, worstRatio := cells[0], 0.0
+	worst, worstRatio, paired := cells[0], 0.0, false
 	for _, c := range cells {
+		paired = paired || c.pairs > 0
 		if r := float64(c.respCPUPerReq) / float64(max(c.cpuPerReqPaired, 1)); r > worstRatio {
 			worst, worstRatio = c, r
 		}
 	}
-	fmt.Fprintf(&b, "- Responses edge CPU per request over chat's (median over median), worst concurrency: %.3f at %d (target <= %.2f): %s\n",
-		worstRatio, worst.direct.Concurrency, targetRespRatio, verdict(worstRatio <= targetRespRatio))
+	if paired {
+		fmt.Fprintf(&b, "- Responses edge CPU per request over chat's (median over median), worst concurrency: %.3f at %d (target <= %.2f): %s\n",
+			worstRatio, worst.direct.Concurrency, targetRespRatio, verdict(worstRatio <= targetRespRatio))
+	} else {
+		// -edge-pairs 0: no pair ran, and 0 over 0 is not a pass.
+		fmt.Fprintf(&b, "- Responses edge CPU per request over chat's: not measured (-edge-pairs 0; target <= %.2f)\n", targetRespRatio)
+	}
 	worstCPU, worstHop := cells[0], cells[0]
 	for _, c := range cells {
 		if c.cpuRatio > worstCPU.cpuRatio {
