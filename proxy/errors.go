@@ -227,7 +227,7 @@ func (e *APIError) body() []byte {
 // appends after them), each attempt's report being the stored attempt
 // without its output. renderDedupe makes the same bytes from them; the
 // whole body (about 1.1 KB, mostly a copy of the attempts) was a third of
-// every stored row before session 15.
+// every stored row when it was kept (before c9cbfa8).
 type dedupeForm struct {
 	Code     ErrorCode `json:"code"`
 	Attempts *int      `json:"attempts"`
@@ -243,7 +243,7 @@ func (e *APIError) dedupeAnswer() json.RawMessage {
 
 // renderDedupe is the 422 a review store's dedupe record answers: rendered
 // from the item (dedupeForm), or, for items stored by versions before
-// session 15, the whole body they stored (parseNeedsReview). The review
+// c9cbfa8, the whole body they stored (parseNeedsReview). The review
 // object says stored, as the body the client was first given did.
 func renderDedupe(r *review.DedupeRecord) (*APIError, error) {
 	var f struct {
@@ -273,7 +273,7 @@ func renderDedupe(r *review.DedupeRecord) (*APIError, error) {
 }
 
 // parseNeedsReview reads back a 422 body written by body (a review
-// store's dedupe answer before session 15).
+// store's dedupe answer as versions before c9cbfa8 stored it).
 func parseNeedsReview(b []byte) (*APIError, error) {
 	var eb errorBody
 	if err := json.Unmarshal(b, &eb); err != nil {

@@ -72,7 +72,7 @@ type Dedupe struct {
 	// Until is when the window ends: the verdict time plus the window.
 	Until time.Time `json:"until"`
 	// Answer is what the proxy needs to give the client the 422 it was
-	// given again; opaque here. Versions before session 15 stored the
+	// given again; opaque here. Versions before commit c9cbfa8 stored the
 	// whole 422 body (about 1.1 KB, most of it a copy of the attempts'
 	// reports); the proxy now stores a few bytes and renders the 422 from
 	// the record's route, contract and attempts (docs/review.md).

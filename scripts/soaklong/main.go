@@ -2,7 +2,7 @@
 
 // Command soaklong is `make soak-long` (scripts/soak-long.sh): a low-rate,
 // long-running soak of the contractd binary that looks for anything growing
-// without bound (docs/benchmarks.md, "Limits under load", session 14).
+// without bound (docs/benchmarks.md, "Limits under load").
 //
 // It starts a fake upstream, a webhook receiver that fails about half the
 // deliveries, and one contractd (-mode sqlite) or -replicas contractd on
