@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -61,6 +60,9 @@ func (c *cluster) set(i int, d *daemon) {
 	c.mu.Unlock()
 }
 
+// webhookSecret signs a cluster's webhook deliveries.
+const webhookSecret = "whsec-test-fake"
+
 // clusterOpts configures startCluster.
 type clusterOpts struct {
 	upstream  string
@@ -85,7 +87,7 @@ func startCluster(t testing.TB, n int, o clusterOpts) *cluster {
 		env[k] = v
 	}
 	env["CONTRACTD_REVIEW_DSN"] = dsn
-	env["CONTRACTD_WEBHOOK_SECRET"] = "whsec-test-fake"
+	env["CONTRACTD_WEBHOOK_SECRET"] = webhookSecret
 	review := "\nreview:\n  store: postgres\n  dsn_env: CONTRACTD_REVIEW_DSN\n"
 	if o.hook != "" {
 		review += "  webhook:\n    url: " + o.hook + "\n    secret_env: CONTRACTD_WEBHOOK_SECRET\n"
@@ -236,36 +238,14 @@ func (c *cluster) newPending(t testing.TB, i int) string {
 
 const approveBody = `{"output":{"sentiment":"negative","summary":"Cold soup."},"reviewer":"ann"}`
 
-// hookLog records webhook deliveries by (type, review id).
-type hookLog struct {
-	mu  sync.Mutex
-	got map[string]int
-}
-
-func (h *hookLog) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	body, _ := io.ReadAll(r.Body)
-	h.mu.Lock()
-	h.got[deliveryKey(body)]++
-	h.mu.Unlock()
-	w.WriteHeader(204)
-}
-
-func (h *hookLog) count(key string) int {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.got[key]
-}
-
 func TestReplicas(t *testing.T) {
 	up := newUpstream(t, func(req upstreamRequest, n int) reply {
 		r := byModel(req, n)
 		r.Delay = 20 * time.Millisecond // requests are in flight when a replica stops
 		return r
 	})
-	hooks := &hookLog{got: map[string]int{}}
-	hookSrv := httptest.NewServer(hooks)
-	defer hookSrv.Close()
-	c := startCluster(t, 3, clusterOpts{upstream: up.URL(), hook: hookSrv.URL + "/hook"})
+	hooks := testkit.NewWebhookReceiver(t, webhookSecret)
+	c := startCluster(t, 3, clusterOpts{upstream: up.URL(), hook: hooks.URL + "/hook"})
 
 	t.Run("round robin over one shared store", func(t *testing.T) {
 		per := map[int]int{}
@@ -306,7 +286,7 @@ func TestReplicas(t *testing.T) {
 		// one of the replicas.
 		if !waitFor(15*time.Second, func() bool {
 			for _, id := range ids {
-				if hooks.count("review.created "+id) == 0 {
+				if hooks.Delivered("review.created "+id) == 0 {
 					return false
 				}
 			}
@@ -316,9 +296,12 @@ func TestReplicas(t *testing.T) {
 		}
 		time.Sleep(1500 * time.Millisecond) // every replica polls the outbox each second
 		for _, id := range ids {
-			if n := hooks.count("review.created " + id); n != 1 {
+			if n := hooks.Delivered("review.created " + id); n != 1 {
 				t.Fatalf("review.created %s delivered %d times", id, n)
 			}
+		}
+		if n := hooks.Unsigned(); n != 0 {
+			t.Fatalf("%d deliveries without a valid signature or delivery id", n)
 		}
 	})
 
@@ -387,7 +370,7 @@ func TestReplicas(t *testing.T) {
 					t.Fatalf("replica %d after: %d %v", i+1, st, m["status"])
 				}
 			}
-			if !waitFor(10*time.Second, func() bool { return hooks.count("review.resolved "+id) >= 1 }) {
+			if !waitFor(10*time.Second, func() bool { return hooks.Delivered("review.resolved "+id) >= 1 }) {
 				t.Fatalf("no review.resolved delivery for %s", id)
 			}
 		}

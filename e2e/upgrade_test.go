@@ -4,22 +4,18 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
 	"database/sql"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/contractd/contractd/internal/testkit"
 )
 
 // An upgrade with work in flight, on the data an old contractd left:
@@ -78,29 +74,7 @@ func TestUpgradeFromOldSQLiteStoreAndSpool(t *testing.T) {
 	shiftSQLite(t, filepath.Join(dir, "reviews.db"), shift)
 	shiftSpool(t, filepath.Join(dir, "review-spool.jsonl"), shift)
 
-	var mu sync.Mutex
-	byDelivery := map[string]int{} // X-Contractd-Delivery
-	byEvent := map[string]int{}    // deliveryKey
-	var badSig int
-	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		m := hmac.New(sha256.New, []byte(secret))
-		m.Write(body)
-		mu.Lock()
-		defer mu.Unlock()
-		if r.Header.Get("X-Contractd-Signature") != "sha256="+hex.EncodeToString(m.Sum(nil)) {
-			badSig++
-		}
-		byDelivery[r.Header.Get("X-Contractd-Delivery")]++
-		byEvent[deliveryKey(body)]++
-		w.WriteHeader(http.StatusNoContent)
-	}))
-	defer hook.Close()
-	delivered := func(key string) int {
-		mu.Lock()
-		defer mu.Unlock()
-		return byEvent[key]
-	}
+	hook := testkit.NewWebhookReceiver(t, secret)
 
 	up := newUpstream(t, byModel)
 	env := baseEnv()
@@ -144,13 +118,13 @@ func TestUpgradeFromOldSQLiteStoreAndSpool(t *testing.T) {
 		"review.created " + e, "review.resolved " + a, "review.resolved " + b}
 	if !waitFor(20*time.Second, func() bool {
 		for _, k := range events {
-			if delivered(k) == 0 {
+			if hook.Delivered(k) == 0 {
 				return false
 			}
 		}
 		return true
 	}) {
-		mu.Lock()
+		_, byEvent := hook.Accepted()
 		t.Fatalf("deliveries after the upgrade: %v, want each of %v", byEvent, events)
 	}
 
@@ -171,7 +145,7 @@ func TestUpgradeFromOldSQLiteStoreAndSpool(t *testing.T) {
 		}
 	}
 	if !waitFor(10*time.Second, func() bool {
-		return delivered("review.resolved "+c) > 0 && delivered("review.resolved "+d) > 0 && delivered("review.resolved "+e) > 0
+		return hook.Delivered("review.resolved "+c) > 0 && hook.Delivered("review.resolved "+d) > 0 && hook.Delivered("review.resolved "+e) > 0
 	}) {
 		t.Errorf("the new resolutions' deliveries did not arrive")
 	}
@@ -216,8 +190,7 @@ func TestUpgradeFromOldSQLiteStoreAndSpool(t *testing.T) {
 	}
 
 	time.Sleep(1500 * time.Millisecond) // a second post of any delivery would show now
-	mu.Lock()
-	defer mu.Unlock()
+	byDelivery, byEvent := hook.Accepted()
 	for k, n := range byDelivery {
 		if n != 1 {
 			t.Errorf("delivery %q posted %d times, want once", k, n)
@@ -228,8 +201,8 @@ func TestUpgradeFromOldSQLiteStoreAndSpool(t *testing.T) {
 			t.Errorf("%s delivered %d times, want once", k, n)
 		}
 	}
-	if badSig != 0 {
-		t.Errorf("%d deliveries without a valid signature", badSig)
+	if n := hook.Unsigned(); n != 0 {
+		t.Errorf("%d deliveries without a valid signature or delivery id", n)
 	}
 }
 

@@ -7,7 +7,8 @@
 // command of the running toolchain), the process's CPU time for
 // benchmarks (and per op), a counting ResponseWriter and an in-memory
 // upstream response for handler benchmarks, a goroutine leak check,
-// workers that repeat a call until stopped, and small request helpers.
+// workers that repeat a call until stopped, a review webhook receiver
+// that checks signatures and counts deliveries, and small request helpers.
 //
 // It lives in non-_test files only so that other packages' tests can
 // import it. Only _test.go files may import it or its subpackages (golden:
