@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/contractd/contractd/internal/testkit"
 )
 
 // An export read slowly (a client on a slow link, a million items) holds
@@ -55,17 +57,7 @@ func TestSQLiteExportHoldsNoSnapshot(t *testing.T) {
 		t.Errorf("the export's read transaction kept the checkpoint from copying the WAL %d times", blocked)
 	}
 	// Every approved item, once, newest resolution first.
-	var want []string
-	rows, err := s.db.Query(`SELECT id FROM reviews WHERE status = 'approved' ORDER BY COALESCE(resolved_ns, created_ns) DESC, id DESC`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for rows.Next() {
-		var id string
-		rows.Scan(&id)
-		want = append(want, id)
-	}
-	rows.Close()
+	want := testkit.QueryColumn[string](t, s.db, `SELECT id FROM reviews WHERE status = 'approved' ORDER BY COALESCE(resolved_ns, created_ns) DESC, id DESC`)
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("exported %d items, want the %d approved in order", len(got), len(want))
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"testing"
+
+	"github.com/contractd/contractd/internal/testkit"
 )
 
 // TestSQLiteForeignKeysMatchTheSchema: foreign key enforcement is on
@@ -14,20 +16,9 @@ import (
 func TestSQLiteForeignKeysMatchTheSchema(t *testing.T) {
 	s := freshSQLite(t)
 	ctx := context.Background()
-	rows, err := s.db.QueryContext(ctx, `SELECT name FROM sqlite_master WHERE type = 'table'`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var tables []string
-	for rows.Next() {
-		var name string
-		if err := rows.Scan(&name); err != nil {
-			t.Fatal(err)
-		}
-		tables = append(tables, name)
-	}
-	if err := rows.Close(); err != nil || len(tables) == 0 {
-		t.Fatalf("tables %v: %v", tables, err)
+	tables := testkit.QueryColumn[string](t, s.db, `SELECT name FROM sqlite_master WHERE type = 'table'`)
+	if len(tables) == 0 {
+		t.Fatal("no tables")
 	}
 	var fks []string
 	for _, tbl := range tables {

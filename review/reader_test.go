@@ -78,20 +78,7 @@ func sqliteVersions(t *testing.T, file string) []int {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	rows, err := db.Query(`SELECT version FROM schema_migrations ORDER BY version`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	var vs []int
-	for rows.Next() {
-		var v int
-		if err := rows.Scan(&v); err != nil {
-			t.Fatal(err)
-		}
-		vs = append(vs, v)
-	}
-	return vs
+	return testkit.QueryColumn[int](t, db, `SELECT version FROM schema_migrations ORDER BY version`)
 }
 
 // wantSchemaLevelError: opening a reader (r, err) on a store at level
