@@ -3,7 +3,6 @@ package e2e
 import (
 	"bytes"
 	"encoding/json"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -28,14 +27,7 @@ func TestSchemaCommandMatchesModelEndpoint(t *testing.T) {
 
 	d := startDaemon(t, cfg, baseEnv())
 	get := func(path string) (int, []byte) {
-		req, _ := http.NewRequest("GET", "http://"+d.API+path, nil)
-		req.Header.Set("Authorization", "Bearer "+clientKey)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
+		resp, b := sendAs(t, http.MethodGet, "http://"+d.API+path, clientKey, "")
 		return resp.StatusCode, b
 	}
 	for _, path := range []string{"/v1/models/review-sentiment", "/r/review-sentiment/v1/models/review-sentiment"} {
