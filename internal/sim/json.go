@@ -269,11 +269,7 @@ func plain(v any) any {
 		}
 		return m
 	case []any:
-		a := make([]any, len(t))
-		for i, e := range t {
-			a[i] = plain(e)
-		}
-		return a
+		return mapArray(t, plain)
 	case int:
 		return float64(t)
 	case int64:
@@ -294,14 +290,19 @@ func fromSchemaValue(v any) any {
 		}
 		return o
 	case []any:
-		a := make([]any, len(t))
-		for i, e := range t {
-			a[i] = fromSchemaValue(e)
-		}
-		return a
+		return mapArray(t, fromSchemaValue)
 	default:
 		return v
 	}
+}
+
+// mapArray is a new array of f of each element of a.
+func mapArray(a []any, f func(any) any) []any {
+	out := make([]any, len(a))
+	for i, e := range a {
+		out[i] = f(e)
+	}
+	return out
 }
 
 // equalJSON compares two values as JSON values (numbers by value): plain
