@@ -7,7 +7,8 @@
 // at most 1,000 connections.
 //
 //   - slow: 1,000 connections each uploading a 1 MB body slowly, while one
-//     other connection sends ordinary requests: RSS < 300 MiB, their p99 < 20 ms.
+//     other connection sends ordinary requests, three rounds: RSS < 300 MiB
+//     in each, their p99 < 20 ms (the median of the rounds' p99s).
 //   - bodies: 64 concurrent 900 KB requests in a closed loop, against this
 //     build and against the baseline (the commit before the body and reply
 //     paths were bounded, built from git in the same run), alternated: RSS < 300 MiB, throughput
@@ -51,6 +52,7 @@ const (
 	settledRSS = 100 << 20
 	settleTime = 30 * time.Second
 	slowP99    = 20 * time.Millisecond
+	slowRounds = 3
 	minRatio   = 0.90
 )
 
@@ -281,6 +283,8 @@ func pct(d []time.Duration, p float64) time.Duration {
 	return s[min(len(s)-1, int(float64(len(s))*p))]
 }
 
+func msf(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
 func mib(b int64) string { return fmt.Sprintf("%.0f MiB", float64(b)/(1<<20)) }
 
 type report struct {
@@ -476,22 +480,37 @@ func TestSoak(t *testing.T) {
 	}
 
 	t.Run("slow uploads", func(t *testing.T) {
-		stop := d.watch()
-		lat, statuses := slowUploads(t, d, 1000)
-		peak := stop()
-		p50, p99 := pct(lat, 0.50), pct(lat, 0.99)
-		rep.add(t, "| slow: 1,000 × 1 MB slow uploads | peak RSS %s | uploads by status %v; ordinary requests beside them: %d, p50 %.1f ms, p99 %.1f ms, max %.1f ms |",
-			mib(peak), statuses, len(lat), float64(p50.Microseconds())/1000, float64(p99.Microseconds())/1000, float64(pct(lat, 1).Microseconds())/1000)
-		if peak >= maxRSS {
-			t.Errorf("peak RSS %s, want under %s", mib(peak), mib(maxRSS))
+		// Three rounds, the latency bound on their median p99: one
+		// round's p99 is its fifth-slowest of about 490 requests, and a
+		// single burst of the machine's other work (on a shared CI
+		// runner, or the 62 accepted uploads finishing together) moves
+		// it by tens of milliseconds. Memory is bounded in every round.
+		var p99s []time.Duration
+		for round := 1; round <= slowRounds; round++ {
+			stop := d.watch()
+			lat, statuses := slowUploads(t, d, 1000)
+			peak := stop()
+			p50, p99 := pct(lat, 0.50), pct(lat, 0.99)
+			p99s = append(p99s, p99)
+			rep.add(t, "| slow: 1,000 × 1 MB slow uploads, round %d of %d | peak RSS %s | uploads by status %v; ordinary requests beside them: %d, p50 %.1f ms, p99 %.1f ms, max %.1f ms |",
+				round, slowRounds, mib(peak), statuses, len(lat), msf(p50), msf(p99), msf(pct(lat, 1)))
+			if peak >= maxRSS {
+				t.Errorf("round %d: peak RSS %s, want under %s", round, mib(peak), mib(maxRSS))
+			}
+			if len(lat) < 50 {
+				t.Errorf("round %d: %d ordinary requests, want at least 50", round, len(lat))
+			}
+			if statuses[200] == 0 {
+				t.Errorf("round %d: no upload went through: %v", round, statuses)
+			}
+			settled("slow")
 		}
-		if len(lat) < 50 || p99 >= slowP99 {
-			t.Errorf("ordinary requests: %d, p99 %v, want p99 under %v", len(lat), p99, slowP99)
+		slices.Sort(p99s)
+		med := p99s[len(p99s)/2]
+		rep.add(t, "| slow: ordinary requests' p99, median of %d rounds | %.1f ms |", slowRounds, msf(med))
+		if med >= slowP99 {
+			t.Errorf("ordinary requests' p99, median of %d rounds: %v, want under %v (rounds: %v)", slowRounds, med, slowP99, p99s)
 		}
-		if statuses[200] == 0 {
-			t.Errorf("no upload went through: %v", statuses)
-		}
-		settled("slow")
 	})
 
 	t.Run("900 KB bodies at c64", func(t *testing.T) {
