@@ -370,6 +370,15 @@ func (q *ReviewQueue) warnLookup(err error) {
 
 // get finds an item in the store, or in the spool while it waits there.
 func (q *ReviewQueue) get(ctx context.Context, id string) (*review.Item, error) {
+	// While the breaker is open the store's writes are failing (down or
+	// hung), and the items made meanwhile are in the spool: answer those
+	// from it without a store read that would fail or hang for its
+	// deadline first.
+	if q.bypass.Load() {
+		if it, ok := q.Spool.Get(id); ok {
+			return it, nil
+		}
+	}
 	if st := q.Store(); st != nil {
 		it, err := st.Get(ctx, id)
 		if err == nil || errors.Is(err, review.ErrNotFound) {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"sync/atomic"
@@ -16,11 +17,21 @@ import (
 )
 
 // hungStore's Create waits for its deadline while hung is set, as a
-// PostgreSQL stopped with SIGSTOP does, and counts the calls.
+// PostgreSQL stopped with SIGSTOP does, and counts the calls; so does Get
+// while hangReads is set.
 type hungStore struct {
 	*faultStore
-	hung    atomic.Bool
-	creates atomic.Int64
+	hung      atomic.Bool
+	hangReads atomic.Bool
+	creates   atomic.Int64
+}
+
+func (h *hungStore) Get(ctx context.Context, id string) (*review.Item, error) {
+	if h.hangReads.Load() {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	return h.faultStore.Get(ctx, id)
 }
 
 func (h *hungStore) Create(ctx context.Context, it *review.Item, hook bool) (bool, error) {
@@ -179,5 +190,47 @@ func TestStoreBreakerSpoolFailsAsksTheStore(t *testing.T) {
 	}
 	if rh.q.bypass.Load() {
 		t.Error("the breaker stayed open after the store took an item")
+	}
+}
+
+// TestPollWhileBreakerOpenReadsTheSpool: with the store hung, reads as
+// well as writes, a client's poll of an item spooled meanwhile is answered
+// from the spool at once once the breaker is open. It waited for the store
+// read's deadline first (every poll of the hang, up to three reads each).
+func TestPollWhileBreakerOpenReadsTheSpool(t *testing.T) {
+	rh := newReviewHarness(t)
+	hs := &hungStore{faultStore: rh.store}
+	rh.q.store.Store(ptrTo[review.Store](hs))
+	rh.q.writeTimeout = 100 * time.Millisecond
+	hs.hung.Store(true)
+	hs.hangReads.Store(true)
+	defer hs.hangReads.Store(false)
+	var ids []string
+	for range storeBreakAfter + 1 {
+		ids = append(ids, rh.needsReview(classifyReq))
+	}
+	if !rh.q.bypass.Load() {
+		t.Fatal("the breaker did not open")
+	}
+	for _, id := range []string{ids[0], ids[len(ids)-1]} { // spooled after a failed write, and at once
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, rh.front.URL+"/v1/reviews/"+id, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+clientKey)
+		start := time.Now()
+		resp, err := rh.client.Do(req)
+		if err != nil {
+			cancel()
+			t.Fatalf("poll of spooled %s with the store hung: %v after %v", id, err, time.Since(start).Round(time.Millisecond))
+		}
+		var got struct{ ID, Status string }
+		err = json.NewDecoder(resp.Body).Decode(&got)
+		resp.Body.Close()
+		cancel()
+		if el := time.Since(start); resp.StatusCode != 200 || err != nil || got.ID != id || got.Status != "pending" || el > time.Second {
+			t.Errorf("poll of spooled %s: %d %+v %v after %v, want 200 pending at once", id, resp.StatusCode, got, err, el)
+		}
 	}
 }
