@@ -2,11 +2,11 @@ package telemetry
 
 import (
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
-	"go.opentelemetry.io/otel/attribute"
 	noopmetric "go.opentelemetry.io/otel/metric/noop"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
@@ -94,8 +94,8 @@ func (t *Telemetry) httpMetrics(h http.Handler) http.Handler {
 		if status == 0 {
 			status = http.StatusOK
 		}
-		t.httpDur.Record(r.Context(), time.Since(start).Seconds(),
-			t.httpSets.get(httpLabels{method: method(r.Method), status: status, route: route(r.Pattern), tls: r.TLS != nil}).rec...)
+		t.httpSets.get(httpLabels{method: method(r.Method), status: status, route: route(r.Pattern), tls: r.TLS != nil}).
+			observe(t.httpDur, time.Since(start).Seconds())
 	})
 }
 
@@ -124,20 +124,20 @@ type httpLabels struct {
 	tls    bool
 }
 
-func httpSet(k httpLabels) attribute.Set {
+// httpSeries are the label names and values of k's series: the
+// semantic-convention attributes as the exporter named them, http_route
+// left out when the request matched no pattern.
+func httpSeries(k httpLabels) (names, vals []string) {
 	scheme := "http"
 	if k.tls {
 		scheme = "https"
 	}
-	attrs := []attribute.KeyValue{
-		attribute.String("http.request.method", k.method),
-		attribute.Int("http.response.status_code", k.status),
-		attribute.String("url.scheme", scheme),
+	names = []string{"http_request_method", "http_response_status_code", "url_scheme", "http_route"}
+	vals = []string{k.method, strconv.Itoa(k.status), scheme, k.route}
+	if k.route == "" {
+		return names[:3], vals[:3]
 	}
-	if k.route != "" {
-		attrs = append(attrs, attribute.String("http.route", k.route))
-	}
-	return attribute.NewSet(attrs...)
+	return names, vals
 }
 
 // statusWriter remembers the status. Unwrap lets http.ResponseController

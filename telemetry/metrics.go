@@ -62,14 +62,6 @@ func (r *registration) counter(name, desc, unit string) metric.Int64Counter {
 	return c
 }
 
-// seconds is a duration histogram with the package's Buckets.
-func (r *registration) seconds(name, desc string) metric.Float64Histogram {
-	h, err := r.m.Float64Histogram(name, metric.WithDescription(desc), metric.WithUnit("s"),
-		metric.WithExplicitBucketBoundaries(Buckets...))
-	r.keep(err)
-	return h
-}
-
 // gauge and observedCounter are read at each scrape: by a callback given
 // in opts, or one registered for them with r.m.RegisterCallback.
 func (r *registration) gauge(name, desc, unit string, opts ...metric.Int64ObservableGaugeOption) metric.Int64ObservableGauge {
@@ -86,17 +78,12 @@ func (r *registration) observedCounter(name, desc, unit string) metric.Int64Obse
 
 func (t *Telemetry) instruments() error {
 	m := t.register()
-	t.requests = m.counter(MetricRequests, "Chat-completions requests by route and audit outcome.", "{request}")
-	t.attempts = m.counter(MetricAttempts, "Contract attempts by route, attempt number and result (valid, invalid, upstream_error).", "{attempt}")
-	t.violations = m.counter(MetricViolations, "Contract violations found in model outputs, by route, kind and rule.", "{violation}")
-	t.tokens = m.counter(MetricTokens, "Upstream-reported tokens summed over every contract attempt, by route and direction (input, output).", "{token}")
 	t.reloads = m.counter(MetricConfigReloads, "Config reloads by result (success, failure).", "{reload}")
-	t.reqDur = m.seconds(MetricRequestDuration, "Whole request time as audited (duration_ms), every attempt included, by route and outcome.")
-	t.upDur = m.seconds(MetricUpstreamDuration, "Time of one upstream call (transport retries included), by route.")
-	t.valDur = m.seconds(MetricValidationDuration, "Time to extract and validate one model output, by route.")
-	t.httpDur = m.seconds(MetricHTTPDuration, "Duration of HTTP server requests.")
 	if m.err != nil {
 		return m.err
+	}
+	if err := t.perRequestMetrics(); err != nil {
+		return err
 	}
 	t.reloadOK = metric.WithAttributeSet(attribute.NewSet(attribute.String("result", "success")))
 	t.reloadFail = metric.WithAttributeSet(attribute.NewSet(attribute.String("result", "failure")))
@@ -105,6 +92,37 @@ func (t *Telemetry) instruments() error {
 	t.reloads.Add(context.Background(), 0, t.reloadOK)
 	t.reloads.Add(context.Background(), 0, t.reloadFail)
 	return nil
+}
+
+// perRequestMetric is a metric every request records (fast.go), by its
+// OpenTelemetry name (declared as any other) and as exposed.
+type perRequestMetric struct {
+	name, exposed, help, unit string
+	hist                      bool
+}
+
+var perRequestMetrics = []perRequestMetric{
+	{MetricRequests, MetricRequests, "Chat-completions requests by route and audit outcome.", "{request}", false},
+	{MetricAttempts, MetricAttempts, "Contract attempts by route, attempt number and result (valid, invalid, upstream_error).", "{attempt}", false},
+	{MetricViolations, MetricViolations, "Contract violations found in model outputs, by route, kind and rule.", "{violation}", false},
+	{MetricTokens, MetricTokens, "Upstream-reported tokens summed over every contract attempt, by route and direction (input, output).", "{token}", false},
+	{MetricRequestDuration, MetricRequestDuration, "Whole request time as audited (duration_ms), every attempt included, by route and outcome.", "s", true},
+	{MetricUpstreamDuration, MetricUpstreamDuration, "Time of one upstream call (transport retries included), by route.", "s", true},
+	{MetricValidationDuration, MetricValidationDuration, "Time to extract and validate one model output, by route.", "s", true},
+	{MetricHTTPDuration, "http_server_request_duration_seconds", "Duration of HTTP server requests.", "s", true},
+}
+
+func (t *Telemetry) perRequestMetrics() error {
+	fs := make(families, len(perRequestMetrics))
+	for i, d := range perRequestMetrics {
+		if err := checkDeclared(d.name); err != nil {
+			return err
+		}
+		fs[i] = newFamily(d.exposed, d.help, d.hist)
+	}
+	t.requests, t.attempts, t.violations, t.tokens = fs[0], fs[1], fs[2], fs[3]
+	t.reqDur, t.upDur, t.valDur, t.httpDur = fs[4], fs[5], fs[6], fs[7]
+	return t.registry.Register(fs)
 }
 
 // ConfigReload counts a config reload attempt.
@@ -147,26 +165,26 @@ func AttemptResult(ev *audit.Event, i int) Result {
 func (t *Telemetry) RequestDone(ctx context.Context, ev *audit.Event) {
 	route := RouteLabel(ev)
 	ro := t.routeOutcome.get(routeOutcome{route, ev.Outcome})
-	t.requests.Add(ctx, 1, ro.add...)
-	t.reqDur.Record(ctx, ev.DurationMS/1000, ro.rec...)
+	ro.requests.add(1)
+	ro.duration.observe(t.reqDur, ev.DurationMS/1000)
 
 	contract := ev.Contract != nil
 	if len(ev.Attempts) > 0 {
 		r := t.routes.get(route)
 		for i := range ev.Attempts {
 			a := &ev.Attempts[i]
-			t.upDur.Record(ctx, a.LatencyMS/1000, r.route.rec...)
+			r.upstream.observe(t.upDur, a.LatencyMS/1000)
 			if !contract {
 				continue // passthrough: no contract attempt
 			}
-			t.attempts.Add(ctx, 1, t.attemptSets.get(attemptLabels{route, a.Attempt, AttemptResult(ev, i)}).add...)
+			t.attemptSets.get(attemptLabels{route, a.Attempt, AttemptResult(ev, i)}).add(1)
 			for _, v := range a.Violations {
-				t.violations.Add(ctx, 1, t.violationSets.get(violationLabels{route, v.Kind, v.Rule}).add...)
+				t.violationSets.get(violationLabels{route, v.Kind, v.Rule}).add(1)
 			}
 		}
 		if contract {
-			t.tokens.Add(ctx, int64(ev.Usage.PromptTokens), r.input.add...)
-			t.tokens.Add(ctx, int64(ev.Usage.CompletionTokens), r.output.add...)
+			r.input.add(int64(ev.Usage.PromptTokens))
+			r.output.add(int64(ev.Usage.CompletionTokens))
 		}
 	}
 
@@ -199,10 +217,10 @@ func (t *Telemetry) RerunDone(ctx context.Context, ev *audit.Event) {
 	}
 	r := t.routes.get(ev.Route)
 	for i := range ev.Attempts {
-		t.upDur.Record(ctx, ev.Attempts[i].LatencyMS/1000, r.route.rec...)
+		r.upstream.observe(t.upDur, ev.Attempts[i].LatencyMS/1000)
 	}
-	t.tokens.Add(ctx, int64(ev.Usage.PromptTokens), r.input.add...)
-	t.tokens.Add(ctx, int64(ev.Usage.CompletionTokens), r.output.add...)
+	r.input.add(int64(ev.Usage.PromptTokens))
+	r.output.add(int64(ev.Usage.CompletionTokens))
 }
 
 func attemptCount(ev *audit.Event) int {
@@ -212,56 +230,47 @@ func attemptCount(ev *audit.Event) int {
 	return len(ev.Attempts)
 }
 
-// Attribute sets are built once per label combination and reused, as
-// ready-made option slices: building a set allocates and sorts, and passing
-// a fresh variadic option allocates too, while a request records up to a
-// dozen measurements. Every label value is bounded by the config (routes,
-// rules, attempt numbers) or by a fixed list (outcomes, results,
-// directions); maxCachedSets is a backstop that stops caching, never
-// counting.
+// A label combination's series are looked up once and kept here, so a
+// measurement is an atomic add on a series already found. Every label
+// value is bounded by the config (routes, rules, attempt numbers) or by a
+// fixed list (outcomes, results, directions); maxCachedSets is a backstop
+// that stops caching (the family still finds the series, under its lock),
+// never counting.
 const maxCachedSets = 4096
 
-// labels are one attribute set as the options the instruments take.
-type labels struct {
-	add []metric.AddOption
-	rec []metric.RecordOption
-}
-
-func newLabels(set attribute.Set) *labels {
-	o := metric.WithAttributeSet(set)
-	return &labels{add: []metric.AddOption{o}, rec: []metric.RecordOption{o}}
-}
-
-type setCache[K comparable] struct {
+type setCache[K comparable, E any] struct {
 	mu    sync.RWMutex
-	m     map[K]*labels
-	build func(K) attribute.Set
+	m     map[K]*E
+	build func(K) *E
 }
 
-func newSetCache[K comparable](build func(K) attribute.Set) *setCache[K] {
-	return &setCache[K]{m: map[K]*labels{}, build: build}
+func newSetCache[K comparable, E any](build func(K) *E) *setCache[K, E] {
+	return &setCache[K, E]{m: map[K]*E{}, build: build}
 }
 
-func (c *setCache[K]) get(k K) *labels {
+func (c *setCache[K, E]) get(k K) *E {
 	c.mu.RLock()
-	l, ok := c.m[k]
+	e, ok := c.m[k]
 	c.mu.RUnlock()
 	if ok {
-		return l
+		return e
 	}
-	l = newLabels(c.build(k))
+	e = c.build(k)
 	c.mu.Lock()
 	if len(c.m) < maxCachedSets {
-		c.m[k] = l
+		c.m[k] = e
 	}
 	c.mu.Unlock()
-	return l
+	return e
 }
 
 type routeOutcome struct {
 	route   string
 	outcome audit.Outcome
 }
+
+// outcomeSeries are a route and outcome's series.
+type outcomeSeries struct{ requests, duration *series }
 
 type attemptLabels struct {
 	route   string
@@ -271,49 +280,37 @@ type attemptLabels struct {
 
 type violationLabels struct{ route, kind, rule string }
 
-// routeOpts are one route's label sets: {route}, and {route, direction}
-// for the token counter.
-type routeOpts struct{ route, input, output *labels }
+// routeSeries are one route's series: {route} of the upstream and
+// validation histograms, and {route, direction} of the token counter.
+type routeSeries struct{ upstream, validation, input, output *series }
 
-type routeCache struct {
-	mu sync.RWMutex
-	m  map[string]*routeOpts
-}
-
-func (c *routeCache) get(route string) *routeOpts {
-	c.mu.RLock()
-	o, ok := c.m[route]
-	c.mu.RUnlock()
-	if ok {
-		return o
-	}
-	r := attribute.String("route", route)
-	o = &routeOpts{
-		route:  newLabels(attribute.NewSet(r)),
-		input:  newLabels(attribute.NewSet(r, attribute.String("direction", "input"))),
-		output: newLabels(attribute.NewSet(r, attribute.String("direction", "output"))),
-	}
-	c.mu.Lock()
-	if c.m == nil {
-		c.m = map[string]*routeOpts{}
-	}
-	if len(c.m) < maxCachedSets {
-		c.m[route] = o
-	}
-	c.mu.Unlock()
-	return o
-}
+var (
+	labelsRoute          = []string{"route"}
+	labelsRouteOutcome   = []string{"route", "outcome"}
+	labelsRouteDirection = []string{"route", "direction"}
+	labelsAttempt        = []string{"route", "attempt", "result"}
+	labelsViolation      = []string{"route", "kind", "rule"}
+)
 
 func (t *Telemetry) initSetCaches() {
-	t.routeOutcome = newSetCache(func(k routeOutcome) attribute.Set {
-		return attribute.NewSet(attribute.String("route", k.route), attribute.String("outcome", string(k.outcome)))
+	t.routes = newSetCache(func(route string) *routeSeries {
+		r := []string{route}
+		return &routeSeries{
+			upstream:   t.upDur.get(labelsRoute, r),
+			validation: t.valDur.get(labelsRoute, r),
+			input:      t.tokens.get(labelsRouteDirection, []string{route, "input"}),
+			output:     t.tokens.get(labelsRouteDirection, []string{route, "output"}),
+		}
 	})
-	t.attemptSets = newSetCache(func(k attemptLabels) attribute.Set {
-		return attribute.NewSet(attribute.String("route", k.route), attribute.String("attempt", strconv.Itoa(k.attempt)),
-			attribute.String("result", string(k.result)))
+	t.routeOutcome = newSetCache(func(k routeOutcome) *outcomeSeries {
+		v := []string{k.route, string(k.outcome)}
+		return &outcomeSeries{requests: t.requests.get(labelsRouteOutcome, v), duration: t.reqDur.get(labelsRouteOutcome, v)}
 	})
-	t.violationSets = newSetCache(func(k violationLabels) attribute.Set {
-		return attribute.NewSet(attribute.String("route", k.route), attribute.String("kind", k.kind), attribute.String("rule", k.rule))
+	t.attemptSets = newSetCache(func(k attemptLabels) *series {
+		return t.attempts.get(labelsAttempt, []string{k.route, strconv.Itoa(k.attempt), string(k.result)})
 	})
-	t.httpSets = newSetCache(httpSet)
+	t.violationSets = newSetCache(func(k violationLabels) *series {
+		return t.violations.get(labelsViolation, []string{k.route, k.kind, k.rule})
+	})
+	t.httpSets = newSetCache(func(k httpLabels) *series { return t.httpDur.get(httpSeries(k)) })
 }

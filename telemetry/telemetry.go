@@ -100,23 +100,17 @@ type Telemetry struct {
 	logger   *slog.Logger
 	exporter TraceExporter
 
-	requests   metric.Int64Counter
-	attempts   metric.Int64Counter
-	violations metric.Int64Counter
-	tokens     metric.Int64Counter
-	reloads    metric.Int64Counter
-	reqDur     metric.Float64Histogram
-	upDur      metric.Float64Histogram
-	valDur     metric.Float64Histogram
-	httpDur    metric.Float64Histogram
-
+	reloads              metric.Int64Counter
 	reloadOK, reloadFail metric.MeasurementOption
 
-	routes        routeCache
-	routeOutcome  *setCache[routeOutcome]
-	attemptSets   *setCache[attemptLabels]
-	violationSets *setCache[violationLabels]
-	httpSets      *setCache[httpLabels]
+	// The per-request metrics (fast.go) and their series by labels.
+	requests, attempts, violations, tokens *family
+	reqDur, upDur, valDur, httpDur         *family
+	routes                                 *setCache[string, routeSeries]
+	routeOutcome                           *setCache[routeOutcome, outcomeSeries]
+	attemptSets                            *setCache[attemptLabels, series]
+	violationSets                          *setCache[violationLabels, series]
+	httpSets                               *setCache[httpLabels, series]
 }
 
 var (
@@ -145,27 +139,17 @@ func New(opts Options) (*Telemetry, error) {
 
 	// Metrics: the OTel SDK feeding a Prometheus collector on a private
 	// registry. Names are built to be exactly the once the exporter
-	// adds its suffixes; no otel_scope_* labels, no target_info.
+	// adds its suffixes; no otel_scope_* labels, no target_info. The
+	// per-request metrics are kept apart, exposed as the SDK would (fast.go).
 	t.registry = opts.Registry
 	if t.registry == nil {
 		t.registry = prometheus.NewRegistry()
 		t.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
-	pe, err := otelprom.New(
-		otelprom.WithRegisterer(t.registry),
-		otelprom.WithTranslationStrategy(otlptranslator.UnderscoreEscapingWithSuffixes),
-		otelprom.WithoutScopeInfo(),
-		otelprom.WithoutTargetInfo(),
-	)
-	if err != nil {
-		return nil, fmt.Errorf("prometheus exporter: %w", err)
+	var err error
+	if t.mp, err = meterProvider(t.registry, res); err != nil {
+		return nil, err
 	}
-	t.mp = sdkmetric.NewMeterProvider(
-		sdkmetric.WithResource(res),
-		sdkmetric.WithReader(pe),
-		sdkmetric.WithView(view),
-		sdkmetric.WithExemplarFilter(exemplar.AlwaysOffFilter),
-	)
 	t.metrics = promhttp.HandlerFor(t.registry, promhttp.HandlerOpts{ErrorLog: promLogger{logger}})
 	if err := t.instruments(); err != nil {
 		return nil, err
@@ -290,6 +274,26 @@ func (t *Telemetry) ForceFlush(ctx context.Context) error {
 		return t.sdkTP.ForceFlush(ctx)
 	}
 	return nil
+}
+
+// meterProvider is the OTel SDK exporting to reg through the Prometheus
+// exporter, as every metric of the SDK's is exposed.
+func meterProvider(reg prometheus.Registerer, res *resource.Resource) (*sdkmetric.MeterProvider, error) {
+	pe, err := otelprom.New(
+		otelprom.WithRegisterer(reg),
+		otelprom.WithTranslationStrategy(otlptranslator.UnderscoreEscapingWithSuffixes),
+		otelprom.WithoutScopeInfo(),
+		otelprom.WithoutTargetInfo(),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("prometheus exporter: %w", err)
+	}
+	return sdkmetric.NewMeterProvider(
+		sdkmetric.WithResource(res),
+		sdkmetric.WithReader(pe),
+		sdkmetric.WithView(view),
+		sdkmetric.WithExemplarFilter(exemplar.AlwaysOffFilter),
+	), nil
 }
 
 // view gives every duration histogram (unit "s") Buckets, microseconds to

@@ -51,7 +51,7 @@ const (
 
 var genAIChat = attrGenAIOperation.String(genAIOperationChat)
 
-// attemptKey holds, in an attempt's context, the *routeOpts of its route
+// attemptKey holds, in an attempt's context, the *routeSeries of its route
 // (StartValidation labels the validation histogram with it).
 type attemptKey struct{}
 
@@ -131,16 +131,16 @@ func upstreamErrorType(err error) (typ, desc string) {
 // and times the validation for contractd_validation_duration_seconds.
 func (t *Telemetry) StartValidation(ctx context.Context) (context.Context, func(violations int)) {
 	start := time.Now()
-	opts, ok := ctx.Value(attemptKey{}).(*routeOpts)
+	r, ok := ctx.Value(attemptKey{}).(*routeSeries)
 	if !ok {
-		opts = t.routes.get("")
+		r = t.routes.get("")
 	}
 	if t.sdkTP == nil {
-		return ctx, func(int) { t.valDur.Record(ctx, time.Since(start).Seconds(), opts.route.rec...) }
+		return ctx, func(int) { r.validation.observe(t.valDur, time.Since(start).Seconds()) }
 	}
 	ctx, span := t.tracer.Start(ctx, SpanValidate)
 	return ctx, func(n int) {
-		t.valDur.Record(ctx, time.Since(start).Seconds(), opts.route.rec...)
+		r.validation.observe(t.valDur, time.Since(start).Seconds())
 		if span.IsRecording() {
 			span.SetAttributes(attrViolations.Int(n))
 		}
