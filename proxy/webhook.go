@@ -10,8 +10,11 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/contractd/contractd/internal/panics"
 	"github.com/contractd/contractd/review"
 )
 
@@ -27,7 +30,14 @@ type Webhook struct {
 	MaxAge  time.Duration // give up on a delivery this old
 	Timeout time.Duration // one post's limit (default 10 s)
 	Lease   time.Duration // how long a claimed batch is this replica's (default 1 min)
+	// Parallel is how many posts of a claimed batch are in flight at once
+	// (default 8): one at a time, a receiver that takes 100 ms an answer
+	// capped a replica at 10 deliveries a second.
+	Parallel int
 }
+
+// webhookParallel is Webhook.Parallel's default.
+const webhookParallel = 8
 
 // Sign is the X-Contractd-Signature value of body.
 func (h *Webhook) Sign(body []byte) string {
@@ -143,56 +153,121 @@ func (q *ReviewQueue) deliver(ctx context.Context, st review.Store, h *Webhook) 
 		if len(ds) == 0 {
 			return
 		}
-		for i, d := range ds {
-			if i > 0 && time.Since(claimed)+h.Timeout > h.Lease {
-				// The rest of the batch could be posted after its lease
-				// ran out, while another replica has claimed it too:
-				// leave it to be claimed again when the lease ends. A
-				// receiver that hangs would otherwise have 32 deliveries
-				// of 10 s each posted twice.
-				break
-			}
-			if time.Since(d.CreatedAt) > h.MaxAge {
-				// Past its age already: given up without one more post,
-				// so an outbox grown behind a hung receiver drains at the
-				// store's speed, not at one post's timeout per row.
-				q.Metrics.Delivery(DeliveryExpired)
-				q.Log.Error("webhook delivery given up", "delivery", d.ID, "type", d.Type, "review_id", d.ReviewID, "tries", d.Tries)
-				if err := st.FinishDelivery(ctx, d.ID, true, time.Now()); err != nil && ctx.Err() == nil {
-					q.Log.Warn("webhook outbox update failed", "delivery", d.ID, "error", err.Error())
+		q.postBatch(ctx, st, h, claimed, ds)
+	}
+}
+
+// postBatch posts a claimed batch, h.Parallel posts at a time. The
+// deliveries of one review go one after another, in claim order, so a
+// receiver gets review.created before review.resolved; different reviews go
+// in parallel. It returns once every post it started has ended.
+func (q *ReviewQueue) postBatch(ctx context.Context, st review.Store, h *Webhook, claimed time.Time, ds []review.Delivery) {
+	var chains [][]review.Delivery
+	at := map[string]int{}
+	for _, d := range ds {
+		i, ok := at[d.ReviewID]
+		if !ok {
+			i = len(chains)
+			at[d.ReviewID] = i
+			chains = append(chains, nil)
+		}
+		chains[i] = append(chains[i], d)
+	}
+	var (
+		next, started atomic.Int64
+		wg            sync.WaitGroup
+		mu            sync.Mutex
+		pe            *panics.Error // the first panic of a worker
+	)
+	// mayStart reports whether a post may start now. The rest of the batch
+	// could be posted after its lease ran out, while another replica has
+	// claimed it too: it is left to be claimed again when the lease ends. A
+	// receiver that hangs would otherwise have 32 deliveries of 10 s each
+	// posted twice. The batch's first post goes whatever the lease, so a
+	// timeout longer than the lease still delivers.
+	mayStart := func() bool {
+		return ctx.Err() == nil && (started.Add(1) == 1 || time.Since(claimed)+h.Timeout <= h.Lease)
+	}
+	work := func() {
+		defer wg.Done()
+		defer func() {
+			// A panic in this goroutine would end the process: it is
+			// raised again in deliver's once the batch's posts ended,
+			// where RunWebhook recovers it and restarts the worker.
+			if p := recover(); p != nil {
+				mu.Lock()
+				if pe == nil {
+					pe = panics.New(p)
 				}
-				continue
+				mu.Unlock()
 			}
-			ok, why := h.post(ctx, d)
-			now := time.Now()
-			if !ok && ctx.Err() == nil {
-				// A receiver that fails or hangs was counted and never
-				// logged: nothing said so until a delivery was given up a
-				// day later. The first failure is logged, then one line a
-				// minute while they go on.
-				if n, log := q.hookWarn.allow(); log {
-					q.Log.Warn("webhook delivery failed; retried with backoff", "error", why, "type", d.Type,
-						"review_id", d.ReviewID, "tries", d.Tries+1, "failed_posts", n)
+		}()
+		for i := int(next.Add(1)) - 1; i < len(chains); i = int(next.Add(1)) - 1 {
+			for _, d := range chains[i] {
+				if !mayStart() {
+					return
 				}
-			}
-			switch {
-			case ok:
-				if n := q.hookWarn.reset(); n > 0 {
-					q.Log.Info("webhook receiver took a delivery again", "failed_posts", n)
-				}
-				q.Metrics.Delivery(DeliverySuccess)
-				err = st.FinishDelivery(ctx, d.ID, true, now)
-			case now.Sub(d.CreatedAt) > h.MaxAge:
-				q.Metrics.Delivery(DeliveryExpired)
-				q.Log.Error("webhook delivery given up", "delivery", d.ID, "type", d.Type, "review_id", d.ReviewID, "tries", d.Tries+1)
-				err = st.FinishDelivery(ctx, d.ID, true, now)
-			default:
-				q.Metrics.Delivery(DeliveryFailure)
-				err = st.FinishDelivery(ctx, d.ID, false, h.retryAt(now, d.Tries))
-			}
-			if err != nil && ctx.Err() == nil {
-				q.Log.Warn("webhook outbox update failed", "delivery", d.ID, "error", err.Error())
+				q.deliverOne(ctx, st, h, d)
 			}
 		}
+	}
+	n := h.Parallel
+	if n <= 0 {
+		n = webhookParallel
+	}
+	n = min(n, len(chains))
+	wg.Add(n)
+	for range n {
+		go work()
+	}
+	wg.Wait()
+	if pe != nil {
+		panic(pe)
+	}
+}
+
+// deliverOne posts d (or gives it up when past its age) and records the
+// outcome in the store.
+func (q *ReviewQueue) deliverOne(ctx context.Context, st review.Store, h *Webhook, d review.Delivery) {
+	if time.Since(d.CreatedAt) > h.MaxAge {
+		// Past its age already: given up without one more post, so an
+		// outbox grown behind a hung receiver drains at the store's speed,
+		// not at one post's timeout per row.
+		q.Metrics.Delivery(DeliveryExpired)
+		q.Log.Error("webhook delivery given up", "delivery", d.ID, "type", d.Type, "review_id", d.ReviewID, "tries", d.Tries)
+		if err := st.FinishDelivery(ctx, d.ID, true, time.Now()); err != nil && ctx.Err() == nil {
+			q.Log.Warn("webhook outbox update failed", "delivery", d.ID, "error", err.Error())
+		}
+		return
+	}
+	ok, why := h.post(ctx, d)
+	now := time.Now()
+	if !ok && ctx.Err() == nil {
+		// A receiver that fails or hangs was counted and never logged:
+		// nothing said so until a delivery was given up a day later. The
+		// first failure is logged, then one line a minute while they go on.
+		if n, log := q.hookWarn.allow(); log {
+			q.Log.Warn("webhook delivery failed; retried with backoff", "error", why, "type", d.Type,
+				"review_id", d.ReviewID, "tries", d.Tries+1, "failed_posts", n)
+		}
+	}
+	var err error
+	switch {
+	case ok:
+		if n := q.hookWarn.reset(); n > 0 {
+			q.Log.Info("webhook receiver took a delivery again", "failed_posts", n)
+		}
+		q.Metrics.Delivery(DeliverySuccess)
+		err = st.FinishDelivery(ctx, d.ID, true, now)
+	case now.Sub(d.CreatedAt) > h.MaxAge:
+		q.Metrics.Delivery(DeliveryExpired)
+		q.Log.Error("webhook delivery given up", "delivery", d.ID, "type", d.Type, "review_id", d.ReviewID, "tries", d.Tries+1)
+		err = st.FinishDelivery(ctx, d.ID, true, now)
+	default:
+		q.Metrics.Delivery(DeliveryFailure)
+		err = st.FinishDelivery(ctx, d.ID, false, h.retryAt(now, d.Tries))
+	}
+	if err != nil && ctx.Err() == nil {
+		q.Log.Warn("webhook outbox update failed", "delivery", d.ID, "error", err.Error())
 	}
 }

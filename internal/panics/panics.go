@@ -31,8 +31,14 @@ type Error struct {
 func (e *Error) Error() string { return "panic (" + e.Type + "): " + e.Desc }
 
 // New describes p, the value recover returned; called in the deferred
-// function that recovered it, so the stack is the panic's.
+// function that recovered it, so the stack is the panic's. A p that is an
+// *Error already is returned as it is.
 func New(p any) *Error {
+	if pe, ok := p.(*Error); ok {
+		// Recovered in another goroutine and raised again where it can be
+		// restarted: its own type and stack, not the re-raise's.
+		return pe
+	}
 	typ, desc := Describe(p)
 	return &Error{Type: typ, Desc: desc, Stack: debug.Stack()}
 }

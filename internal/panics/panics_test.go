@@ -95,3 +95,32 @@ func TestRestart(t *testing.T) {
 		t.Fatal("Restart waited out its backoff after ctx ended")
 	}
 }
+
+// A panic recovered in a goroutine a task started and raised again in the
+// task (as an *Error) is reported with the first panic's type and stack,
+// not as a value of type *panics.Error with the re-raise's stack.
+func TestRestartCarriedPanic(t *testing.T) {
+	BackoffMin, BackoffMax = time.Millisecond, 4*time.Millisecond
+	t.Cleanup(func() { BackoffMin, BackoffMax = time.Second, time.Minute })
+	var got []*Error
+	var runs atomic.Int32
+	Restart(context.Background(), func(context.Context) {
+		if runs.Add(1) > 1 {
+			return
+		}
+		carried := make(chan *Error)
+		go func() {
+			defer func() { carried <- New(recover()) }()
+			panicInHelper()
+		}()
+		panic(<-carried)
+	}, func(e *Error) { got = append(got, e) })
+	if len(got) != 1 {
+		t.Fatalf("%d panics reported, want 1", len(got))
+	}
+	if e := got[0]; e.Type != "string" || strings.Contains(e.Error(), "sk-live") || !strings.Contains(string(e.Stack), "panics.panicInHelper") {
+		t.Errorf("reported %q with stack:\n%s", e.Error(), e.Stack)
+	}
+}
+
+func panicInHelper() { panic(secret) }
