@@ -38,6 +38,15 @@ func parseObject(b []byte) (object, error) { return appendObject(make(object, 0,
 // appendObject is parseObject appending the members to obj, so a caller
 // reading many small objects reuses one slice.
 func appendObject(obj object, b []byte) (object, error) {
+	if out, ok := scanObject(obj, b); ok {
+		return out, nil
+	}
+	return decodeObject(obj, b)
+}
+
+// decodeObject is appendObject through jsontext's Decoder: every body
+// scanObject leaves to it, and the wording of every error.
+func decodeObject(obj object, b []byte) (object, error) {
 	d := getDecoder(b)
 	defer d.release()
 	dec := &d.dec
