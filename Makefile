@@ -20,9 +20,16 @@ build: deps
 	@if [ -d cmd/contractd-sim ]; then $(GO) build -trimpath -o $(BIN)/contractd-sim ./cmd/contractd-sim; fi
 
 # vet also refuses unformatted Go files: gofmt's output is the only layout.
+# It also fails when the build rewrote go.mod or go.sum (GOFLAGS=-mod=mod
+# lets the go command do that, say for a module imported directly but
+# marked indirect), so a clean clone stays clean and the fix is committed.
 vet: deps
-	$(GO) vet ./...
-	cd e2e/openaigo && $(GO) vet ./...
+	@before="$$(cksum < go.mod) $$(cksum < go.sum)"; \
+	echo '$(GO) vet ./...'; $(GO) vet ./... || exit 1; \
+	echo 'cd e2e/openaigo && $(GO) vet ./...'; (cd e2e/openaigo && $(GO) vet ./...) || exit 1; \
+	if [ "$$before" != "$$(cksum < go.mod) $$(cksum < go.sum)" ]; then \
+		echo "vet: the build rewrote go.mod or go.sum; run go mod tidy and commit the result"; \
+		git --no-pager diff -- go.mod go.sum 2>/dev/null; exit 1; fi
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './e2e/node/*')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt -l: not formatted:"; echo "$$unformatted"; exit 1; fi
 
