@@ -374,10 +374,17 @@ func (q *ReviewQueue) get(ctx context.Context, id string) (*review.Item, error) 
 	// hung), and the items made meanwhile are in the spool: answer those
 	// from it without a store read that would fail or hang for its
 	// deadline first.
+	//
+	// The spool is a file read whole per lookup, and large exactly while
+	// the breaker is open: one that missed is not read again below (the
+	// item is spooled before its id reaches the client, so it cannot
+	// appear there later).
+	missed := false
 	if q.bypass.Load() {
 		if it, ok := q.Spool.Get(id); ok {
 			return it, nil
 		}
+		missed = true
 	}
 	if st := q.Store(); st != nil {
 		it, err := st.Get(ctx, id)
@@ -392,14 +399,18 @@ func (q *ReviewQueue) get(ctx context.Context, id string) (*review.Item, error) 
 			// item still in the spool is answered from it, as before the
 			// store opened. It answered 503 for the whole outage to the
 			// very client the 422 had told to poll it.
-			if it, ok := q.Spool.Get(id); ok {
-				return it, nil
+			if !missed {
+				if it, ok := q.Spool.Get(id); ok {
+					return it, nil
+				}
 			}
 			return nil, err
 		}
 	}
-	if it, ok := q.Spool.Get(id); ok {
-		return it, nil
+	if !missed {
+		if it, ok := q.Spool.Get(id); ok {
+			return it, nil
+		}
 	}
 	// A drain may have moved the item in between the two reads (it
 	// stores, then removes the spool): ask the store once more, so an item
