@@ -291,6 +291,31 @@ var annotationKeywords = map[string]bool{
 	"$comment": true, "deprecated": true, "readOnly": true, "writeOnly": true,
 }
 
+// keywordTypes is the JSON type these keywords' values must have, checked
+// before buildObject's switch reads them (its cases assert the type);
+// another type poisons the node: "<keyword> is not <type>".
+var keywordTypes = map[string]string{
+	"enum": "an array", "required": "an array", "prefixItems": "an array",
+	"allOf": "an array", "anyOf": "an array", "oneOf": "an array",
+	"pattern": "a string", "format": "a string", "uniqueItems": "a boolean",
+	"patternProperties": "an object", "dependentRequired": "an object",
+}
+
+// jsonTypeOf names v's type as keywordTypes does ("" for a number or null).
+func jsonTypeOf(v any) string {
+	switch v.(type) {
+	case string:
+		return "a string"
+	case bool:
+		return "a boolean"
+	case []any:
+		return "an array"
+	case map[string]any:
+		return "an object"
+	}
+	return ""
+}
+
 func (b *fbuilder) newNode(parent *fnode, d fdialect) *fnode {
 	n := &fnode{parent: parent, dialect: d}
 	b.nodes = append(b.nodes, n)
@@ -367,6 +392,10 @@ func (b *fbuilder) buildObject(m map[string]any, parent *fnode, inherited fdiale
 			}
 			continue
 		}
+		if want, ok := keywordTypes[k]; ok && jsonTypeOf(v) != want {
+			poison(k + " is not " + want)
+			continue
+		}
 		switch k {
 		case "$schema", "$id", "$defs", "definitions":
 		case "id":
@@ -396,11 +425,7 @@ func (b *fbuilder) buildObject(m map[string]any, parent *fnode, inherited fdiale
 				poison("type is not a string or array")
 			}
 		case "enum":
-			arr, isArr := v.([]any)
-			if !isArr {
-				poison("enum is not an array")
-				continue
-			}
+			arr := v.([]any)
 			n.hasEnum = len(arr) > 0 // an empty enum accepts everything
 			var strs []string
 			for _, e := range arr {
@@ -489,11 +514,7 @@ func (b *fbuilder) buildObject(m map[string]any, parent *fnode, inherited fdiale
 				n.maxProps, n.hasObject = &f, true
 			}
 		case "pattern":
-			s, isStr := v.(string)
-			if !isStr {
-				poison("pattern is not a string")
-				continue
-			}
+			s := v.(string)
 			re, err := compilePattern(s)
 			if err != nil {
 				poison("pattern does not compile")
@@ -501,11 +522,7 @@ func (b *fbuilder) buildObject(m map[string]any, parent *fnode, inherited fdiale
 			}
 			n.pattern = re
 		case "format":
-			s, isStr := v.(string)
-			if !isStr {
-				poison("format is not a string")
-				continue
-			}
+			s := v.(string)
 			if b.annotationFormats[s] {
 				continue // registered by CompileSchema as always true
 			}
@@ -516,19 +533,10 @@ func (b *fbuilder) buildObject(m map[string]any, parent *fnode, inherited fdiale
 			}
 			n.format = f
 		case "uniqueItems":
-			bv, isBool := v.(bool)
-			if !isBool {
-				poison("uniqueItems is not a boolean")
-				continue
-			}
-			n.unique = bv
+			n.unique = v.(bool)
 			n.hasArray = true
 		case "required":
-			arr, isArr := v.([]any)
-			if !isArr {
-				poison("required is not an array")
-				continue
-			}
+			arr := v.([]any)
 			for _, e := range arr {
 				s, isStr := e.(string)
 				if !isStr {
@@ -544,11 +552,7 @@ func (b *fbuilder) buildObject(m map[string]any, parent *fnode, inherited fdiale
 			n.props = b.buildMap(v, n, d, poison)
 			n.hasObject = true
 		case "patternProperties":
-			pm, isMap := v.(map[string]any)
-			if !isMap {
-				poison("patternProperties is not an object")
-				continue
-			}
+			pm := v.(map[string]any)
 			n.patByKey = map[string]*fnode{}
 			for p, sub := range pm {
 				re, err := compilePattern(p)
@@ -591,22 +595,14 @@ func (b *fbuilder) buildObject(m map[string]any, parent *fnode, inherited fdiale
 		case "additionalItems":
 			// Read with an items array (above); otherwise the library drops it.
 		case "prefixItems":
-			arr, isArr := v.([]any)
-			if !isArr {
-				poison("prefixItems is not an array")
-				continue
-			}
+			arr := v.([]any)
 			if it, ok := m["items"].([]any); ok && it != nil {
 				continue // poisoned under "items"
 			}
 			n.prefix = b.buildSlice(arr, n, d, poison)
 			n.hasArray = true
 		case "allOf", "anyOf", "oneOf":
-			arr, isArr := v.([]any)
-			if !isArr {
-				poison(k + " is not an array")
-				continue
-			}
+			arr := v.([]any)
 			s := b.buildSlice(arr, n, d, poison)
 			switch k {
 			case "allOf":
@@ -653,11 +649,7 @@ func (b *fbuilder) buildObject(m map[string]any, parent *fnode, inherited fdiale
 				}
 			}
 		case "dependentRequired":
-			deps, isMap := v.(map[string]any)
-			if !isMap {
-				poison("dependentRequired is not an object")
-				continue
-			}
+			deps := v.(map[string]any)
 			n.hasObject = true
 			for name, dep := range deps {
 				arr, isArr := dep.([]any)

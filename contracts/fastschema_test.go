@@ -728,3 +728,24 @@ func objectInstance(data []byte) (map[string]any, bool) {
 	m, ok := v.(map[string]any)
 	return m, ok
 }
+
+// TestFastSchemaKeywordTypes: a keyword of keywordTypes with a value of
+// another type poisons its node with "<keyword> is not <type>", and one of
+// the type is read by buildObject's case (which asserts it) without a panic.
+func TestFastSchemaKeywordTypes(t *testing.T) {
+	right := map[string]string{"a string": `"x"`, "a boolean": `true`, "an array": `[]`, "an object": `{}`}
+	for k, want := range keywordTypes {
+		for _, wrong := range []string{`1`, `"x"`, `true`, `[]`, `{}`} {
+			if wrong == right[want] {
+				continue
+			}
+			_, why := buildFast([]byte(`{"`+k+`":`+wrong+`}`), nil, dialect2020)
+			if w := k + " is not " + want; why != w {
+				t.Errorf("%s: %s: reason %q, want %q", k, wrong, why, w)
+			}
+		}
+		if _, why := buildFast([]byte(`{"`+k+`":`+right[want]+`}`), nil, dialect2020); strings.Contains(why, " is not ") {
+			t.Errorf("%s: %s: reason %q", k, right[want], why)
+		}
+	}
+}
