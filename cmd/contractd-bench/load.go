@@ -137,19 +137,38 @@ func pct(sorted []time.Duration, p float64) time.Duration {
 	return sorted[min(max(i, 0), len(sorted)-1)]
 }
 
-// contractMember is the contract member contractd adds to a reply on a
-// contract route, embedded in the reply types checkContent and
-// checkResponse decode.
-type contractMember struct {
+// reply is what checkContent and checkResponse read of a reply: a chat
+// completion's choices or a Responses reply's output, and the contract
+// member contractd adds to either on a contract route.
+type reply struct {
+	Choices []struct {
+		Message struct {
+			Content string `json:"content"`
+		} `json:"message"`
+	} `json:"choices"`
+	Object string `json:"object"`
+	Output []struct {
+		Content []struct {
+			Text string `json:"text"`
+		} `json:"content"`
+	} `json:"output"`
 	Contract *struct {
 		Attempts int `json:"attempts"`
 	} `json:"contract"`
 }
 
+func parseReply(body []byte) (*reply, error) {
+	var r reply
+	if err := json.Unmarshal(body, &r); err != nil {
+		return nil, fmt.Errorf("reply is not JSON: %v", err)
+	}
+	return &r, nil
+}
+
 // firstAttempt checks that the reply carries the contract member with
 // attempts 1: the output accepted was the first attempt's.
-func (m contractMember) firstAttempt() error {
-	if m.Contract == nil || m.Contract.Attempts != 1 {
+func (r *reply) firstAttempt() error {
+	if r.Contract == nil || r.Contract.Attempts != 1 {
 		return fmt.Errorf("reply has no contract member with attempts 1")
 	}
 	return nil
@@ -159,16 +178,9 @@ func (m contractMember) firstAttempt() error {
 // (contractd returns exactly the accepted object's bytes).
 func checkContent(want string, contract bool) func([]byte) error {
 	return func(body []byte) error {
-		var c struct {
-			Choices []struct {
-				Message struct {
-					Content string `json:"content"`
-				} `json:"message"`
-			} `json:"choices"`
-			contractMember
-		}
-		if err := json.Unmarshal(body, &c); err != nil {
-			return fmt.Errorf("reply is not JSON: %v", err)
+		c, err := parseReply(body)
+		if err != nil {
+			return err
 		}
 		if len(c.Choices) != 1 || c.Choices[0].Message.Content != want {
 			return fmt.Errorf("reply content differs from the expected output")
@@ -184,18 +196,9 @@ func checkContent(want string, contract bool) func([]byte) error {
 // expected output, with a contract member of 1 attempt.
 func checkResponse(want string) func([]byte) error {
 	return func(body []byte) error {
-		var r struct {
-			Object string `json:"object"`
-			Output []struct {
-				Content []struct {
-					Type string `json:"type"`
-					Text string `json:"text"`
-				} `json:"content"`
-			} `json:"output"`
-			contractMember
-		}
-		if err := json.Unmarshal(body, &r); err != nil {
-			return fmt.Errorf("reply is not JSON: %v", err)
+		r, err := parseReply(body)
+		if err != nil {
+			return err
 		}
 		if r.Object != "response" || len(r.Output) != 1 || len(r.Output[0].Content) != 1 || r.Output[0].Content[0].Text != want {
 			return fmt.Errorf("response output differs from the expected output")
