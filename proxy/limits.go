@@ -49,23 +49,28 @@ func NewHTTPServer(h http.Handler) *http.Server {
 // around every other handler on a contractd listener (the admin one).
 func (s *Server) Deadlines(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		srv := &s.state.Load().rt.Server
-		now := time.Now()
-		// A value, not the pointer NewResponseController returns: a
-		// deadlineBody holds its own copy, in the same allocation.
-		rc := *http.NewResponseController(w)
-		grace := s.WriteGrace
-		if grace <= 0 {
-			grace = DefaultWriteGrace
-		}
-		_ = rc.SetWriteDeadline(now.Add(srv.RequestTimeout + grace))
-		if r.Body != nil && r.Body != http.NoBody {
-			if rc.SetReadDeadline(now.Add(srv.BodyReadTimeout)) == nil {
-				r.Body = &deadlineBody{ReadCloser: r.Body, rc: rc}
-			}
-		}
+		s.deadlines(w, r, time.Now())
 		h.ServeHTTP(w, r)
 	})
+}
+
+// deadlines sets r's body read and w's write deadlines, counted from now
+// (the request's arrival as its handler reads it).
+func (s *Server) deadlines(w http.ResponseWriter, r *http.Request, now time.Time) {
+	srv := &s.state.Load().rt.Server
+	// A value, not the pointer NewResponseController returns: a
+	// deadlineBody holds its own copy, in the same allocation.
+	rc := *http.NewResponseController(w)
+	grace := s.WriteGrace
+	if grace <= 0 {
+		grace = DefaultWriteGrace
+	}
+	_ = rc.SetWriteDeadline(now.Add(srv.RequestTimeout + grace))
+	if r.Body != nil && r.Body != http.NoBody {
+		if rc.SetReadDeadline(now.Add(srv.BodyReadTimeout)) == nil {
+			r.Body = &deadlineBody{ReadCloser: r.Body, rc: rc}
+		}
+	}
 }
 
 // deadlineBody lifts the body's read deadline once the body has been read
@@ -464,6 +469,16 @@ type body struct {
 // Content-Length, holding its size in the in-flight budget. release gives
 // both back.
 func (s *Server) readBody(ctx context.Context, r *http.Request, limit, budgetLimit int64) (*body, *APIError) {
+	b := &body{}
+	if aerr := s.readBodyInto(ctx, b, r, limit, budgetLimit); aerr != nil {
+		return nil, aerr
+	}
+	return b, nil
+}
+
+// readBodyInto is readBody into b, which the caller provides (an
+// exchange's own, in its allocation).
+func (s *Server) readBodyInto(ctx context.Context, b *body, r *http.Request, limit, budgetLimit int64) *APIError {
 	// A function, not a value made up front: the error escapes, and
 	// most requests never need it.
 	tooLarge := func() *APIError {
@@ -471,29 +486,29 @@ func (s *Server) readBody(ctx context.Context, r *http.Request, limit, budgetLim
 			Message: "request body is larger than the server's max_body_bytes"}
 	}
 	if r.ContentLength > limit {
-		return nil, tooLarge()
+		return tooLarge()
 	}
-	b, err := s.inflight.read(ctx, r.Body, r.ContentLength, limit, budgetLimit)
+	err := s.inflight.readInto(ctx, b, r.Body, r.ContentLength, limit, budgetLimit)
 	switch {
 	case err == nil:
-		return b, nil
+		return nil
 	case errors.Is(err, errTooLarge):
-		return nil, tooLarge()
+		return tooLarge()
 	case errors.Is(err, errBusy):
-		return nil, busyError()
+		return busyError()
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		// Ended while waiting for room: the client left, or request_timeout.
 		if r.Context().Err() != nil {
-			return nil, errClientClosed()
+			return errClientClosed()
 		}
 		// request_timeout ran out: 504 upstream_timeout, as wherever else
 		// the request's deadline passes.
-		return nil, &APIError{Status: http.StatusGatewayTimeout, Type: typeUpstream, Code: CodeUpstreamTimeout,
+		return &APIError{Status: http.StatusGatewayTimeout, Type: typeUpstream, Code: CodeUpstreamTimeout,
 			Message: "request_timeout passed waiting for room in max_inflight_bytes"}
 	}
 	// A read error cancels the request's context in net/http whatever its
 	// cause, so the error itself tells a timeout from a client that left.
-	return nil, bodyReadError(err)
+	return bodyReadError(err)
 }
 
 var errTooLarge = errors.New("body larger than its limit")
@@ -505,6 +520,15 @@ var errTooLarge = errors.New("body larger than its limit")
 // errTooLarge). A buffer that cannot be held within busyWait is errBusy.
 func (bg *budget) read(ctx context.Context, rd io.Reader, size, limit, budgetLimit int64) (*body, error) {
 	b := &body{}
+	if err := bg.readInto(ctx, b, rd, size, limit, budgetLimit); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// readInto is read into b, which holds nothing yet; on an error b holds
+// nothing again.
+func (bg *budget) readInto(ctx context.Context, b *body, rd io.Reader, size, limit, budgetLimit int64) error {
 	hold := func(n int64) error {
 		if err := bg.acquire(ctx, n-b.held, budgetLimit); err != nil {
 			return err
@@ -512,16 +536,16 @@ func (bg *budget) read(ctx context.Context, rd io.Reader, size, limit, budgetLim
 		b.held = n
 		return nil
 	}
-	fail := func(err error) (*body, error) {
+	fail := func(err error) error {
 		bg.drop(b)
-		return nil, err
+		return err
 	}
 	if size >= 0 {
 		if size > limit {
-			return nil, errTooLarge
+			return errTooLarge
 		}
 		if err := hold(size); err != nil {
-			return nil, err
+			return err
 		}
 		b.buf, b.hold = getBuf(int(size))
 		b.buf = b.buf[:size]
@@ -537,7 +561,7 @@ func (bg *budget) read(ctx context.Context, rd io.Reader, size, limit, budgetLim
 		if err != io.EOF {
 			return fail(err)
 		}
-		return b, nil
+		return nil
 	}
 	// Unknown size: start small and double, up to limit; at limit, one
 	// more byte tells errTooLarge. The first hold is at most half the
@@ -545,7 +569,7 @@ func (bg *budget) read(ctx context.Context, rd io.Reader, size, limit, budgetLim
 	// (or gunzipped) upstream reply held beside its request's body.
 	first := min(limit, 32<<10, max(budgetLimit/2, 1))
 	if err := hold(first); err != nil {
-		return nil, err
+		return err
 	}
 	b.buf, b.hold = getBuf(int(first))
 	for {
@@ -557,7 +581,7 @@ func (bg *budget) read(ctx context.Context, rd io.Reader, size, limit, budgetLim
 					return fail(errTooLarge)
 				}
 				if err == io.EOF {
-					return b, nil
+					return nil
 				}
 				if err != nil {
 					return fail(err)
@@ -577,7 +601,7 @@ func (bg *budget) read(ctx context.Context, rd io.Reader, size, limit, budgetLim
 		n, err := rd.Read(b.buf[len(b.buf):end])
 		b.buf = b.buf[:len(b.buf)+n]
 		if err == io.EOF {
-			return b, nil
+			return nil
 		}
 		if err != nil {
 			return fail(err)

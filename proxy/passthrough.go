@@ -70,6 +70,7 @@ type passCall struct {
 	broken    *APIError        // the relayed event stream broke off (sserelay.go)
 	start     time.Time        // the call's start, for its attempt's latency
 	attempts  [1]audit.Attempt // the audit's attempt list, in the call's allocation
+	reader    bytes.Reader     // the forwarded body's reader, in the call's allocation
 }
 
 // attempt is the call as the audit's attempt list.
@@ -155,7 +156,8 @@ func passRewrite(pr *httputil.ProxyRequest) {
 	// io.NopCloser over a *bytes.Reader is a body net/http knows is in
 	// memory: it writes the request line, headers and body in one write.
 	// Any other type makes it flush the headers first, a second syscall.
-	pr.Out.Body = io.NopCloser(bytes.NewReader(c.body))
+	c.reader.Reset(c.body)
+	pr.Out.Body = io.NopCloser(&c.reader)
 	pr.Out.ContentLength = int64(len(c.body))
 	// The transport writes Content-Length from ContentLength and never
 	// from the header; drop the client's, which counted its own body.

@@ -160,8 +160,15 @@ func (s *Server) Handler(admin http.Handler) http.Handler {
 	mux.HandleFunc("/", notFound)
 	// The POST edges exactPaths serves itself recover their own panics
 	// (exchange.recoverPanic); everything the ServeMux serves goes through
-	// the same gate here, outside the hot path.
-	return s.Deadlines(s.exactPaths(s.RecoverPanics(mux)))
+	// the same gate here, outside the hot path. Deadlines and exactPaths in
+	// one handler: the request's arrival is read from the clock once, for
+	// its deadlines and its exchange.
+	next := s.RecoverPanics(mux)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		now := time.Now()
+		s.deadlines(w, r, now)
+		s.exactPaths(w, r, next, now)
+	})
 }
 
 func notFound(w http.ResponseWriter, r *http.Request) {
@@ -176,36 +183,34 @@ func notFound(w http.ResponseWriter, r *http.Request) {
 // (404 model_not_found, audited like any chat request), and elsewhere no
 // endpoint. A route segment holding an encoded "/" or naming "." or ".."
 // is an unknown route too.
-func (s *Server) exactPaths(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		p := r.URL.Path
-		if clean := path.Clean(p); (clean == p || clean+"/" == p) && (!strings.HasPrefix(p, "/r/") || goodRouteSegment(r)) {
-			if e, name, pattern := apiEdge(r.Method, p); e != nil {
-				r.Pattern = pattern // as the ServeMux sets it: the HTTP metric's http.route
-				s.serveRoute(w, r, e, name, false)
-				return
-			}
-			next.ServeHTTP(w, r)
+func (s *Server) exactPaths(w http.ResponseWriter, r *http.Request, next http.Handler, now time.Time) {
+	p := r.URL.Path
+	if clean := path.Clean(p); (clean == p || clean+"/" == p) && (!strings.HasPrefix(p, "/r/") || goodRouteSegment(r)) {
+		if e, name, pattern := apiEdge(r.Method, p); e != nil {
+			r.Pattern = pattern // as the ServeMux sets it: the HTTP metric's http.route
+			s.serveRoute(w, r, e, name, false, now)
 			return
 		}
-		// Not matched by the ServeMux: an unknown path, whose pattern (the
-		// HTTP metric's http.route) is its catch-all "/".
-		r.Pattern = "/"
-		if !strings.HasPrefix(p, "/r/") {
-			notFound(w, r)
-			return
-		}
-		name, _, _ := strings.Cut(p[len("/r/"):], "/")
-		switch {
-		case r.Method == http.MethodPost && strings.HasSuffix(p, "/chat/completions"):
-			s.serveRoute(w, r, chatEdge, name, true)
-		case r.Method == http.MethodPost && strings.HasSuffix(p, "/responses"):
-			s.serveRoute(w, r, responsesEdge, name, true)
-		default:
-			w.Header().Set("X-Request-Id", newRequestID())
-			writeError(w, uncleanRoutePath(r))
-		}
-	})
+		next.ServeHTTP(w, r)
+		return
+	}
+	// Not matched by the ServeMux: an unknown path, whose pattern (the
+	// HTTP metric's http.route) is its catch-all "/".
+	r.Pattern = "/"
+	if !strings.HasPrefix(p, "/r/") {
+		notFound(w, r)
+		return
+	}
+	name, _, _ := strings.Cut(p[len("/r/"):], "/")
+	switch {
+	case r.Method == http.MethodPost && strings.HasSuffix(p, "/chat/completions"):
+		s.serveRoute(w, r, chatEdge, name, true, now)
+	case r.Method == http.MethodPost && strings.HasSuffix(p, "/responses"):
+		s.serveRoute(w, r, responsesEdge, name, true, now)
+	default:
+		w.Header().Set("X-Request-Id", newRequestID())
+		writeError(w, uncleanRoutePath(r))
+	}
 }
 
 // uncleanRoutePath is the 404 for a /r/ path that is not matched as sent:
@@ -342,6 +347,10 @@ type exchange struct {
 	keySum string      // the client key's full SHA-256 (hex), for the dedupe key
 	body   []byte      // the client's body as received
 	event  audit.Event // ev's memory on the API edges: one allocation for both
+	// The request body's buffer and its top-level members, in the same
+	// allocation.
+	reqBody body
+	members [8]member
 	// finished is set when the audit event is being written (finish), so a
 	// panic after it does not write a second one; responding when a
 	// passthrough relay may have sent the response's headers.
@@ -462,29 +471,36 @@ func (x *exchange) recoverPanic(ctx context.Context, w http.ResponseWriter) {
 }
 
 func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
-	s.serveRoute(w, r, chatEdge, r.PathValue("route"), false)
+	s.serveRoute(w, r, chatEdge, r.PathValue("route"), false, time.Now())
 }
 
 func (s *Server) responses(w http.ResponseWriter, r *http.Request) {
-	s.serveRoute(w, r, responsesEdge, r.PathValue("route"), false)
+	s.serveRoute(w, r, responsesEdge, r.PathValue("route"), false, time.Now())
 }
 
 // serveRoute is every POST edge: the same checks in the same order, then
 // the passthrough relay or the one contract pipeline. pathName is the
 // route named by the path ("": the body's model); badPath says the path
-// cannot name a route, so the request ends at the route check.
-func (s *Server) serveRoute(w http.ResponseWriter, r *http.Request, e *edge, pathName string, badPath bool) {
+// cannot name a route, so the request ends at the route check. start is
+// the request's arrival.
+func (s *Server) serveRoute(w http.ResponseWriter, r *http.Request, e *edge, pathName string, badPath bool, start time.Time) {
 	st := s.state.Load()
-	rt := st.rt
 	id := newRequestID()
 	w.Header()["X-Request-Id"] = []string{id} // canonical: no Set needed
-	start := time.Now()
 	x := &exchange{s: s, st: st, edge: e, start: start, event: audit.Event{Time: start.UTC(), RequestID: id, API: e.api}}
 	x.ev = &x.event
-	ctx, cancel := context.WithTimeout(r.Context(), rt.Server.RequestTimeout)
+	ctx, cancel := context.WithTimeout(r.Context(), st.rt.Server.RequestTimeout)
+	// Two defers and one return here, the rest in route: the compiler
+	// inlines defers only in a function with few returns.
 	defer cancel()
 	defer x.recoverPanic(ctx, w) // before cancel: its audit and metrics read ctx
+	s.route(ctx, cancel, w, r, x, pathName, badPath)
+}
 
+// route is serveRoute's checks and pipeline for exchange x.
+func (s *Server) route(ctx context.Context, cancel context.CancelFunc, w http.ResponseWriter, r *http.Request, x *exchange, pathName string, badPath bool) {
+	st, e := x.st, x.edge
+	rt := st.rt
 	client, aerr := s.authenticate(st, r)
 	if aerr != nil {
 		x.fail(ctx, w, aerr, audit.OutcomeRejected)
@@ -498,8 +514,8 @@ func (s *Server) serveRoute(w http.ResponseWriter, r *http.Request, e *edge, pat
 		x.fail(ctx, w, aerr, audit.OutcomeRejected)
 		return
 	}
-	b, aerr := s.readBody(ctx, r, rt.Server.MaxBodyBytes, rt.Server.MaxInflightBytes)
-	if aerr != nil {
+	b := &x.reqBody
+	if aerr := s.readBodyInto(ctx, b, r, rt.Server.MaxBodyBytes, rt.Server.MaxInflightBytes); aerr != nil {
 		x.fail(ctx, w, aerr, audit.OutcomeRejected)
 		return
 	}
@@ -510,7 +526,7 @@ func (s *Server) serveRoute(w http.ResponseWriter, r *http.Request, e *edge, pat
 	defer s.release(b)
 	body := b.buf
 	x.body = body
-	obj, err := parseObject(body)
+	obj, err := appendObject(x.members[:0], body)
 	if err != nil {
 		x.fail(ctx, w, badRequest(CodeInvalidJSON, "", "request body is not a valid JSON object: %s", jsonErr(err)), audit.OutcomeRejected)
 		return
