@@ -91,10 +91,8 @@ func TestReviewPageCheckRetriesAfterFailure(t *testing.T) {
 // does, and selects the item after it; at the very end it does nothing.
 func TestReviewPageNextLoadsNextPage(t *testing.T) {
 	ps := newPageSite(t)
-	addPendingItems(t, ps, "req_next", 53, "enum")
-	b := newBrowser(t)
-	b.open(ps.ts.URL, adminKey)
-	b.until(listLen + ` === 50 && !document.getElementById("more").hidden && ` + titleIs("req_next_00"))
+	b := ps.openOnFirstPage("req_next", 53)
+	b.until(titleIs("req_next_00"))
 	b.do(chromedp.Click(chromedp.CSS("#item-49")))
 	b.until(titleIs("req_next_49"))
 	b.key("j")
@@ -120,14 +118,8 @@ func TestReviewPageNextLoadsNextPage(t *testing.T) {
 // is shown, e focuses its editor.
 func TestReviewPageEditKeyWaitsForItem(t *testing.T) {
 	ps := newPageSite(t)
-	older := ps.needsReview(classifyReq)
-	newer := ps.needsReview(classifyReq)
-	release := ps.holdDetail(older)
-	b := newBrowser(t)
-	b.open(ps.ts.URL, adminKey)
-	b.until(titleIs(newer))
-	b.key("j")
-	b.until(fmt.Sprintf(`document.querySelector('#items li[aria-selected="true"] .id').textContent === %q`, older))
+	b, older, _ := ps.openOnTwo()
+	release := ps.selectHeld(b, older)
 	b.do(chromedp.KeyEvent("e"))
 	time.Sleep(200 * time.Millisecond)
 	if f := evalJS[string](b, focused); f != "items" {
@@ -189,6 +181,18 @@ func addPendingItems(t *testing.T, ps *pageSite, prefix string, n int, rule stri
 		addPendingItem(t, ps, fmt.Sprintf("%s_%02d", prefix, i), "classify", rule, now.Add(-time.Duration(i)*time.Second))
 	}
 	return now
+}
+
+// openOnFirstPage stores n pending items, more than a page, as
+// addPendingItems (rule enum) and opens the page: it lists the first 50,
+// Load more shown.
+func (ps *pageSite) openOnFirstPage(prefix string, n int) *browser {
+	ps.t.Helper()
+	addPendingItems(ps.t, ps, prefix, n, "enum")
+	b := newBrowser(ps.t)
+	b.open(ps.ts.URL, adminKey)
+	b.until(listLen + ` === 50 && !document.getElementById("more").hidden`)
+	return b
 }
 
 func addPendingItem(t *testing.T, ps *pageSite, id, route, rule string, at time.Time) {

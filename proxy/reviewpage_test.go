@@ -314,6 +314,29 @@ func (b *browser) openAsAnn(base, id string) {
 	b.do(chromedp.SendKeys(chromedp.CSS("#reviewer"), "ann"))
 }
 
+// openOnTwo stores two items of classifyReq and opens the page as ann
+// (openAsAnn) on the newer, which the list shows first: where the tests
+// that move between two items start.
+func (ps *pageSite) openOnTwo() (b *browser, older, newer string) {
+	ps.t.Helper()
+	older = ps.needsReview(classifyReq)
+	newer = ps.needsReview(classifyReq)
+	b = newBrowser(ps.t)
+	b.openAsAnn(ps.ts.URL, newer)
+	return b, older, newer
+}
+
+// selectHeld holds back the detail of item id (holdDetail) and selects id
+// with j: the list has id selected while the item before it is still
+// shown. release lets the detail load.
+func (ps *pageSite) selectHeld(b *browser, id string) (release func()) {
+	ps.t.Helper()
+	release = ps.holdDetail(id)
+	b.key("j")
+	b.until(selectedIs(id))
+	return release
+}
+
 // offOrigin lists requests the page made anywhere but base.
 func (b *browser) offOrigin(base string) []string {
 	b.mu.Lock()
@@ -341,6 +364,11 @@ func (b *browser) key(k string) {
 }
 
 const listLen = `document.querySelectorAll("#items li").length`
+
+// selectedIs holds when the list has item id selected.
+func selectedIs(id string) string {
+	return fmt.Sprintf(`document.querySelector('#items li[aria-selected="true"] .id').textContent === %q`, id)
+}
 
 func selectedID(b *browser) string {
 	return evalJS[string](b, `(document.querySelector('#items li[aria-selected="true"] .id')||{}).textContent||""`)
@@ -396,7 +424,7 @@ func TestReviewPageApproveRejectThroughUI(t *testing.T) {
 
 	// j / k move the selection.
 	b.key("j")
-	b.until(fmt.Sprintf(`document.querySelector('#items li[aria-selected="true"] .id').textContent === %q`, ids[1]))
+	b.until(selectedIs(ids[1]))
 	b.key("k")
 	b.until(fmt.Sprintf(`document.getElementById("d-title").textContent === %q`, ids[2]))
 
@@ -668,11 +696,8 @@ func jsonEq(a json.RawMessage, b string) bool {
 
 func TestReviewPageRerun(t *testing.T) {
 	ps := newPageSite(t)
-	other := ps.needsReview(classifyReq)
-	id := ps.needsReview(classifyReq)
-	b := newBrowser(t)
-	b.open(ps.ts.URL, adminKey)
-	b.until(fmt.Sprintf(`document.getElementById("d-title").textContent === %q && document.querySelectorAll("#d-attempts .attempt").length === 2`, id))
+	b, other, id := ps.openOnTwo()
+	b.until(`document.querySelectorAll("#d-attempts .attempt").length === 2`)
 
 	// u: the rerun still fails; the item stays, its new attempts shown (3, 4).
 	b.key("u")

@@ -66,16 +66,11 @@ func TestReviewPageFocusAfterButtons(t *testing.T) {
 // approve, reject and rerun do nothing.
 func TestReviewPageActsOnlyOnTheSelectedItem(t *testing.T) {
 	ps := newPageSite(t)
-	older := ps.needsReview(classifyReq)
-	newer := ps.needsReview(classifyReq)
-	release := ps.holdDetail(older)
-	b := newBrowser(t)
-	b.openAsAnn(ps.ts.URL, newer)
+	b, older, newer := ps.openOnTwo()
 
 	// j selects the older item, whose detail is held back: r must not
 	// reject the newer one still on screen.
-	b.key("j")
-	b.until(fmt.Sprintf(`document.querySelector('#items li[aria-selected="true"] .id').textContent === %q`, older))
+	release := ps.selectHeld(b, older)
 	b.key("r")
 	b.key("u")
 	time.Sleep(300 * time.Millisecond)
@@ -116,10 +111,7 @@ func TestReviewPageActsOnlyOnTheSelectedItem(t *testing.T) {
 // no actions), not as a pending item whose every action answers 409.
 func TestReviewPageResolvedElsewhere(t *testing.T) {
 	ps := newPageSite(t)
-	first := ps.needsReview(classifyReq)
-	second := ps.needsReview(classifyReq)
-	b := newBrowser(t)
-	b.openAsAnn(ps.ts.URL, second)
+	b, first, second := ps.openOnTwo()
 
 	if r := ps.call("POST", "/admin/reviews/"+second+"/reject", `{"reviewer":"bob"}`, adminKey); r.Status != 200 {
 		t.Fatalf("reject: %d %s", r.Status, r.Body)
@@ -260,10 +252,7 @@ func TestReviewPageLargeItems(t *testing.T) {
 // loads them: the list does not end on "No items." beside "Load more".
 func TestReviewPageEmptiedPageLoadsMore(t *testing.T) {
 	ps := newPageSite(t)
-	addPendingItems(t, ps, "req_more", 52, "enum")
-	b := newBrowser(t)
-	b.open(ps.ts.URL, adminKey)
-	b.until(listLen + ` === 50 && !document.getElementById("more").hidden`)
+	b := ps.openOnFirstPage("req_more", 52)
 	b.do(chromedp.SendKeys(chromedp.CSS("#reviewer"), "ann"))
 	for i := range 50 {
 		b.until(fmt.Sprintf(`%s && !document.getElementById("reject").disabled`, titleIs(fmt.Sprintf("req_more_%02d", i))))
@@ -284,10 +273,7 @@ func TestReviewPageEmptiedPageLoadsMore(t *testing.T) {
 // the list, where they act again. The page lists them all.
 func TestReviewPageKeysTypeInFields(t *testing.T) {
 	ps := newPageSite(t)
-	older := ps.needsReview(classifyReq)
-	newer := ps.needsReview(classifyReq)
-	b := newBrowser(t)
-	b.openAsAnn(ps.ts.URL, newer)
+	b, older, newer := ps.openOnTwo()
 	b.typeEditor(validClassify)
 	b.until(`!document.getElementById("approve").disabled`)
 	for _, sel := range []string{"#note", "#editor"} {
