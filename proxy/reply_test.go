@@ -9,6 +9,7 @@ import (
 	openai "github.com/sashabaranov/go-openai"
 
 	"github.com/contractd/contractd/internal/jsonstr"
+	"github.com/contractd/contractd/internal/testkit"
 )
 
 // wireCompletion is the part of a chat completion the pipeline reads, as
@@ -21,12 +22,8 @@ type wireCompletion struct {
 	Model             string `json:"model"`
 	SystemFingerprint string `json:"system_fingerprint"`
 	Choices           []struct {
-		Message struct {
-			Role    string  `json:"role"`
-			Content *string `json:"content"`
-			Refusal *string `json:"refusal"`
-		} `json:"message"`
-		FinishReason *string `json:"finish_reason"`
+		Message      testkit.WireMessage `json:"message"`
+		FinishReason *string             `json:"finish_reason"`
 	} `json:"choices"`
 	Usage *struct {
 		PromptTokens     int `json:"prompt_tokens"`

@@ -17,6 +17,7 @@ import (
 
 	"github.com/contractd/contractd/config"
 	"github.com/contractd/contractd/contracts"
+	"github.com/contractd/contractd/internal/testkit"
 )
 
 // Every schema file under examples/ gets valid instances from the schema
@@ -398,12 +399,8 @@ func TestHandler(t *testing.T) {
 		Object  string `json:"object"`
 		Model   string `json:"model"`
 		Choices []struct {
-			Message struct {
-				Role    string  `json:"role"`
-				Content *string `json:"content"`
-				Refusal *string `json:"refusal"`
-			} `json:"message"`
-			FinishReason string `json:"finish_reason"`
+			Message      testkit.WireMessage `json:"message"`
+			FinishReason string              `json:"finish_reason"`
 		} `json:"choices"`
 		Usage Usage `json:"usage"`
 	}

@@ -18,6 +18,14 @@ type Completion struct {
 	PromptTokens, CompletionTokens int // usage; total is their sum
 }
 
+// WireMessage is a chat completion's choices[].message as a client
+// decodes it: Content and Refusal stay nil when null or absent.
+type WireMessage struct {
+	Role    string  `json:"role"`
+	Content *string `json:"content"`
+	Refusal *string `json:"refusal"`
+}
+
 // JSON is the completion's body (keys in sorted order, as encoding/json
 // writes a map).
 func (c Completion) JSON() []byte {
