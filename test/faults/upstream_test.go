@@ -11,6 +11,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -273,16 +274,17 @@ func TestUpstreamHang(t *testing.T) {
 
 func TestUpstreamHugeBody(t *testing.T) {
 	const size = 10 << 20
-	huge := func() []byte {
-		// A well-formed chat completion whose content is 10 MB.
-		return completion(`{"answer":"` + strings.Repeat("x", size) + `"}`)
+	// postHuge sends ask through a proxy whose upstream answers body, a
+	// well-formed chat completion whose content is 10 MB.
+	postHuge := func(t *testing.T, ask string) (up *upstream, r *result, body []byte) {
+		noLeaks(t)
+		body = completion(`{"answer":"` + strings.Repeat("x", size) + `"}`)
+		up = newUpstream(t, func(w http.ResponseWriter, r *http.Request, n int) { reply(w, 200, body) })
+		e := newEnv(t, up.URL(), opts{UpTimeout: "5s"}, nil)
+		return up, e.post(context.Background(), ask), body
 	}
 	t.Run("contract", func(t *testing.T) {
-		noLeaks(t)
-		body := huge()
-		up := newUpstream(t, func(w http.ResponseWriter, r *http.Request, n int) { reply(w, 200, body) })
-		e := newEnv(t, up.URL(), opts{UpTimeout: "5s"}, nil)
-		r := e.post(context.Background(), askC)
+		up, r, _ := postHuge(t, askC)
 		wantError(t, r, 502, "upstream_error", "upstream_error")
 		if up.Hits() != 1 {
 			t.Errorf("upstream hits %d, want 1", up.Hits())
@@ -307,11 +309,7 @@ func TestUpstreamHugeBody(t *testing.T) {
 		wantError(t, r, 502, "upstream_error", "upstream_error")
 	})
 	t.Run("passthrough relays it", func(t *testing.T) {
-		noLeaks(t)
-		body := huge()
-		up := newUpstream(t, func(w http.ResponseWriter, r *http.Request, n int) { reply(w, 200, body) })
-		e := newEnv(t, up.URL(), opts{UpTimeout: "5s"}, nil)
-		r := e.post(context.Background(), askP)
+		_, r, body := postHuge(t, askP)
 		wantOK(t, r)
 		if len(r.Body) != len(body) {
 			t.Errorf("relayed %d bytes, want %d", len(r.Body), len(body))
@@ -375,14 +373,12 @@ func TestClientDisconnect(t *testing.T) {
 	t.Run("mid-stream passthrough", func(t *testing.T) {
 		noLeaks(t)
 		var up *upstream
-		up = newUpstream(t, func(w http.ResponseWriter, r *http.Request, n int) {
-			w.Header().Set("Content-Type", "text/event-stream")
-			w.WriteHeader(200)
+		up = sseUpstream(t, func(w io.Writer, flush func(), r *http.Request) {
 			for i := 0; ; i++ {
 				if _, err := fmt.Fprintf(w, "data: {\"i\":%d}\n\n", i); err != nil {
 					return
 				}
-				w.(http.Flusher).Flush()
+				flush()
 				select {
 				case <-r.Context().Done():
 					up.NoteCanceled()
