@@ -42,6 +42,16 @@ func render(t *testing.T, dir string) *rendered {
 		t.Fatalf("kustomize build %s: %v", dir, err)
 	}
 	out := &rendered{byKindAndAPI: map[string]int{}}
+	// The kinds the manifests may hold, each with the list its objects
+	// are decoded into.
+	into := map[string]func() any{
+		"apps/v1 Deployment":                     func() any { return decodeInto(&out.deployments) },
+		"v1 Service":                             func() any { return decodeInto(&out.services) },
+		"v1 ConfigMap":                           func() any { return decodeInto(&out.configMaps) },
+		"v1 ServiceAccount":                      func() any { return decodeInto(&out.accounts) },
+		"policy/v1 PodDisruptionBudget":          func() any { return decodeInto(&out.pdbs) },
+		"autoscaling/v2 HorizontalPodAutoscaler": func() any { return decodeInto(&out.hpas) },
+	}
 	for _, r := range m.Resources() {
 		b, err := r.AsYAML()
 		if err != nil {
@@ -49,24 +59,11 @@ func render(t *testing.T, dir string) *rendered {
 		}
 		api, kind := r.GetApiVersion(), r.GetKind()
 		out.byKindAndAPI[api+" "+kind]++
-		var obj any
-		switch api + " " + kind {
-		case "apps/v1 Deployment":
-			obj = decodeInto(&out.deployments)
-		case "v1 Service":
-			obj = decodeInto(&out.services)
-		case "v1 ConfigMap":
-			obj = decodeInto(&out.configMaps)
-		case "v1 ServiceAccount":
-			obj = decodeInto(&out.accounts)
-		case "policy/v1 PodDisruptionBudget":
-			obj = decodeInto(&out.pdbs)
-		case "autoscaling/v2 HorizontalPodAutoscaler":
-			obj = decodeInto(&out.hpas)
-		default:
+		newObj, ok := into[api+" "+kind]
+		if !ok {
 			t.Fatalf("%s: unexpected object %s %s", dir, api, kind)
 		}
-		if err := yaml.UnmarshalStrict(b, obj); err != nil {
+		if err := yaml.UnmarshalStrict(b, newObj()); err != nil {
 			t.Fatalf("%s: %s %s does not decode strictly: %v\n%s", dir, kind, r.GetName(), err, b)
 		}
 	}
