@@ -42,6 +42,17 @@ type call struct {
 	user   string
 }
 
+// readFile is the content of the file at path; a file that cannot be read
+// fails the test.
+func readFile(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
 // calls renders every contract route of a config with its example input
 // and with each input file of the config's inputs/ directory that the
 // route's input schema accepts.
@@ -54,11 +65,7 @@ func calls(t *testing.T, path string) (*config.Runtime, []call) {
 	var inputs []any
 	files, _ := filepath.Glob(filepath.Join(filepath.Dir(path), "inputs", "*.json"))
 	for _, f := range files {
-		raw, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		v, err := contracts.DecodeJSON(raw)
+		v, err := contracts.DecodeJSON(readFile(t, f))
 		if err != nil {
 			t.Fatalf("%s: %v", f, err)
 		}

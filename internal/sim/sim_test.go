@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -30,10 +29,7 @@ func TestValidAgainstEverySchemaFile(t *testing.T) {
 	}
 	s := New(Options{FailureRate: 1}) // sim_mode valid must win over the rate
 	for _, f := range files {
-		raw, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
+		raw := readFile(t, f)
 		schema, err := contracts.CompileSchema(raw)
 		if err != nil {
 			t.Fatalf("%s: %v", f, err)
