@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bufio"
 	"encoding/json"
 	"net/http"
 	"path/filepath"
@@ -89,14 +88,7 @@ func TestAuditBlockedSinkHoldsUpOneRequest(t *testing.T) {
 
 	// The reader reads again: the stuck write returns, and the next line
 	// is written whole.
-	lines := make(chan string, 1000)
-	go func() {
-		sc := bufio.NewScanner(r)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-		close(lines)
-	}()
+	lines := testkit.Lines(r, 1000)
 	resp, err = send("The reader is back.", 10*time.Second)
 	if err != nil || resp.StatusCode != 200 {
 		t.Fatalf("after the reader came back: %v %v", resp, err)

@@ -1,7 +1,6 @@
 package testkit
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"io"
@@ -87,15 +86,7 @@ func startRedis(port int) (*Redis, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	line := make(chan string, 1)
-	go func() {
-		s := bufio.NewScanner(out)
-		if s.Scan() {
-			line <- s.Text()
-		}
-		close(line)
-		_, _ = io.Copy(io.Discard, out)
-	}()
+	line := Lines(out, 1) // the script writes one line, the URL
 	// Installing the package on a fresh machine takes a while; starting
 	// takes well under a second.
 	select {
