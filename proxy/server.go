@@ -351,6 +351,7 @@ type exchange struct {
 	// allocation.
 	reqBody body
 	members [8]member
+	idValue [1]string // X-Request-Id's header value
 	// finished is set when the audit event is being written (finish), so a
 	// panic after it does not write a second one; responding when a
 	// passthrough relay may have sent the response's headers.
@@ -486,10 +487,12 @@ func (s *Server) responses(w http.ResponseWriter, r *http.Request) {
 func (s *Server) serveRoute(w http.ResponseWriter, r *http.Request, e *edge, pathName string, badPath bool, start time.Time) {
 	st := s.state.Load()
 	id := newRequestID()
-	w.Header()["X-Request-Id"] = []string{id} // canonical: no Set needed
-	x := &exchange{s: s, st: st, edge: e, start: start, event: audit.Event{Time: start.UTC(), RequestID: id, API: e.api}}
+	x := &exchange{s: s, st: st, edge: e, start: start, event: audit.Event{Time: start.UTC(), RequestID: id, API: e.api}, idValue: [1]string{id}}
 	x.ev = &x.event
-	ctx, cancel := context.WithTimeout(r.Context(), st.rt.Server.RequestTimeout)
+	w.Header()["X-Request-Id"] = x.idValue[:] // canonical: no Set needed
+	// request_timeout counts from the arrival already read (start): no
+	// second clock read for it.
+	ctx, cancel := context.WithDeadline(r.Context(), start.Add(st.rt.Server.RequestTimeout))
 	// Two defers and one return here, the rest in route: the compiler
 	// inlines defers only in a function with few returns.
 	defer cancel()
