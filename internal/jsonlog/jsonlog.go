@@ -38,9 +38,46 @@ type Handler struct {
 
 // lockedWriter serialises whole lines to w: each Write is one line.
 type lockedWriter struct {
-	mu  sync.Mutex
-	w   io.Writer
-	buf []byte // the fast path's line, built and written under mu
+	mu    sync.Mutex
+	w     io.Writer
+	buf   []byte    // the fast path's line, built and written under mu
+	clock timeCache // the fast path's time, under mu
+}
+
+// timeCache writes a time as time.RFC3339Nano does, from the formatted
+// second ("2006-01-02T15:04:05") and zone ("Z" or "-07:00") of the last
+// time it wrote: lines come many to a second, and formatting the date and
+// the zone costs more than the line's other fields. A second's zone offset
+// is fixed (offsets change on whole seconds), so the second's Unix time
+// and the Location name them.
+type timeCache struct {
+	sec  int64
+	loc  *time.Location
+	head []byte // the second, then the zone: head[:19] and head[19:]
+}
+
+// append appends t (years 0-9999) as t.AppendFormat(b, time.RFC3339Nano).
+func (c *timeCache) append(b []byte, t time.Time) []byte {
+	sec, ns := t.Unix(), t.Nanosecond()
+	if c.head == nil || sec != c.sec || t.Location() != c.loc {
+		c.head = t.Add(-time.Duration(ns)).AppendFormat(c.head[:0], time.RFC3339Nano)
+		c.sec, c.loc = sec, t.Location()
+	}
+	b = append(b, c.head[:19]...)
+	if ns != 0 { // nine digits, trailing zeros dropped, as .999999999 writes them
+		var frac [10]byte
+		frac[0] = '.'
+		for i, v := 9, ns; i > 0; i-- {
+			frac[i] = byte('0' + v%10)
+			v /= 10
+		}
+		n := 10
+		for frac[n-1] == '0' {
+			n--
+		}
+		b = append(b, frac[:n]...)
+	}
+	return append(b, c.head[19:]...)
 }
 
 func (l *lockedWriter) Write(p []byte) (int, error) {
@@ -74,7 +111,7 @@ func (h *Handler) Handle(ctx context.Context, r slog.Record) error {
 	lw := h.lw
 	lw.mu.Lock()
 	defer lw.mu.Unlock()
-	b := appendHead(lw.buf[:0], r.Time, r.Level, r.Message)
+	b := lw.appendHead(lw.buf[:0], r.Time, r.Level, r.Message)
 	r.Attrs(func(a slog.Attr) bool {
 		b = append(b, ',')
 		b = jsonstr.AppendSlog(b, a.Key)
@@ -101,11 +138,11 @@ func (h *Handler) Handle(ctx context.Context, r slog.Record) error {
 
 // appendHead is a line's start as slog writes it: '{', the time (unless
 // zero), the level and the message.
-func appendHead(b []byte, t time.Time, level slog.Level, msg string) []byte {
+func (lw *lockedWriter) appendHead(b []byte, t time.Time, level slog.Level, msg string) []byte {
 	b = append(b, '{')
 	if !t.IsZero() {
 		b = append(b, `"time":"`...)
-		b = t.Round(0).AppendFormat(b, time.RFC3339Nano)
+		b = lw.clock.append(b, t)
 		b = append(b, `",`...)
 	}
 	b = append(b, `"level":`...)

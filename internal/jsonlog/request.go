@@ -74,7 +74,7 @@ func (h *Handler) HandleRequest(ctx context.Context, l Request) error {
 	lw := h.lw
 	lw.mu.Lock()
 	defer lw.mu.Unlock()
-	b := appendHead(lw.buf[:0], l.Time, l.Level, "request")
+	b := lw.appendHead(lw.buf[:0], l.Time, l.Level, "request")
 	b = append(b, `,"request_id":`...)
 	b = jsonstr.AppendSlog(b, l.RequestID)
 	b = append(b, `,"route":`...)

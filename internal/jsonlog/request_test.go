@@ -114,3 +114,42 @@ func FuzzRequestMatchesSlog(f *testing.F) {
 			TraceID: [16]byte{byte(n), 1, 2}, SpanID: [8]byte{byte(n >> 8), 9}})
 	})
 }
+
+// The line's time is formatted from the last line's second and zone when
+// it falls in the same second and Location: lines written one after
+// another through one handler, across seconds, zones (a DST change
+// included when the zone database is there), fractions with trailing
+// zeros and none, are slog's lines byte for byte, through both paths.
+func TestLineTimesMatchSlog(t *testing.T) {
+	now := time.Now()
+	sec := now.Truncate(time.Second)
+	east := time.FixedZone("east", 5*3600+30*60)
+	west := time.FixedZone("west", -(3*3600 + 15*60 + 7))
+	times := []time.Time{now, now.Add(1), sec, sec.Add(100 * time.Millisecond), sec.Add(time.Second - 1),
+		sec.Add(time.Second), sec.Add(time.Second).In(east), sec.Add(time.Second + 5).In(east), now.In(west), now.UTC(), now,
+		sec.Add(-time.Hour), time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.UTC), time.Date(0, 1, 1, 0, 0, 0, 1, time.UTC),
+		time.Date(1969, 12, 31, 23, 59, 59, 500, time.UTC), time.Date(1969, 12, 31, 23, 59, 59, 500, west), now}
+	if ny, err := time.LoadLocation("America/New_York"); err == nil {
+		change := time.Date(2026, 3, 8, 7, 0, 0, 0, time.UTC) // 02:00 EST becomes 03:00 EDT
+		times = append(times, change.Add(-time.Second).In(ny), change.Add(-1).In(ny), change.In(ny), change.Add(1).In(ny))
+	}
+	var got bytes.Buffer
+	h := New(&got, nil)
+	ctx := context.Background()
+	for i, tm := range times {
+		for _, viaRecord := range []bool{false, true} {
+			l := Request{Time: tm, Level: slog.LevelInfo, RequestID: "req_1", Route: "r", Outcome: "valid", Status: 200, Attempts: 1, DurationMS: 1.5}
+			var want bytes.Buffer
+			_ = slog.NewJSONHandler(&want, nil).Handle(ctx, l.Record())
+			got.Reset()
+			if viaRecord {
+				_ = h.Handle(ctx, l.Record())
+			} else {
+				_ = h.HandleRequest(ctx, l)
+			}
+			if got.String() != want.String() {
+				t.Errorf("time %d (%v), through Handle %v:\n got %s\nwant %s", i, tm, viaRecord, got.String(), want.String())
+			}
+		}
+	}
+}
