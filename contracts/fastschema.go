@@ -291,9 +291,10 @@ var annotationKeywords = map[string]bool{
 	"$comment": true, "deprecated": true, "readOnly": true, "writeOnly": true,
 }
 
-// keywordTypes is the JSON type these keywords' values must have, checked
-// before buildObject's switch reads them (its cases assert the type);
-// another type poisons the node: "<keyword> is not <type>".
+// keywordTypes is the JSON type (as TypeName names it) these keywords'
+// values must have, checked before buildObject's switch reads them (its
+// cases assert the type); another type poisons the node: "<keyword> is
+// not <type>".
 var keywordTypes = map[string]string{
 	"enum": "an array", "required": "an array", "prefixItems": "an array",
 	"allOf": "an array", "anyOf": "an array", "oneOf": "an array",
@@ -301,19 +302,24 @@ var keywordTypes = map[string]string{
 	"patternProperties": "an object", "dependentRequired": "an object",
 }
 
-// jsonTypeOf names v's type as keywordTypes does ("" for a number or null).
-func jsonTypeOf(v any) string {
+// TypeName names a decoded JSON value's type for messages: "a string",
+// "an object", "null" (the schema keywords' and policies' messages).
+func TypeName(v any) string {
 	switch v.(type) {
-	case string:
-		return "a string"
+	case nil:
+		return "null"
 	case bool:
 		return "a boolean"
-	case []any:
-		return "an array"
+	case json.Number, float64, float32, int, int64:
+		return "a number"
+	case string:
+		return "a string"
 	case map[string]any:
 		return "an object"
+	case []any:
+		return "an array"
 	}
-	return ""
+	return "an unsupported value"
 }
 
 func (b *fbuilder) newNode(parent *fnode, d fdialect) *fnode {
@@ -392,7 +398,7 @@ func (b *fbuilder) buildObject(m map[string]any, parent *fnode, inherited fdiale
 			}
 			continue
 		}
-		if want, ok := keywordTypes[k]; ok && jsonTypeOf(v) != want {
+		if want, ok := keywordTypes[k]; ok && TypeName(v) != want {
 			poison(k + " is not " + want)
 			continue
 		}

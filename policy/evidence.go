@@ -71,7 +71,7 @@ func (e *EvidencePolicy) Check(out any, s *contracts.Subject) ([]contracts.Viola
 		snippet, ok := v.(string)
 		switch {
 		case !ok:
-			fail("evidence must be a string, got " + describe(v))
+			fail("evidence must be a string, got " + contracts.TypeName(v))
 			return
 		case snippet == "":
 			fail("evidence snippet is empty")
@@ -117,7 +117,7 @@ func (e *EvidencePolicy) sourceText(s *contracts.Subject) (text, where, problem 
 	}
 	str, ok := v.(string)
 	if !ok {
-		return "", where, fmt.Sprintf("evidence source: %s is %s, not a string", where, describe(v))
+		return "", where, fmt.Sprintf("evidence source: %s is %s, not a string", where, contracts.TypeName(v))
 	}
 	return str, where, ""
 }

@@ -42,7 +42,7 @@ func (l *LabelPolicy) Check(out any, _ *contracts.Subject) ([]contracts.Violatio
 		var msg string
 		switch {
 		case !ok:
-			msg = fmt.Sprintf("expected a label from set %q, got %s", l.set, describe(v))
+			msg = fmt.Sprintf("expected a label from set %q, got %s", l.set, contracts.TypeName(v))
 		default:
 			if _, known := l.values[s]; known {
 				return

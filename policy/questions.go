@@ -68,7 +68,7 @@ func (q *QuestionPolicy) Check(out any, _ *contracts.Subject) ([]contracts.Viola
 		var msg string
 		switch {
 		case q.exact && got != q.n && !isStr:
-			msg = fmt.Sprintf("expected exactly %s, got %s", plural(q.n, "question mark", "question marks"), describe(v))
+			msg = fmt.Sprintf("expected exactly %s, got %s", plural(q.n, "question mark", "question marks"), contracts.TypeName(v))
 		case q.exact && got != q.n:
 			msg = fmt.Sprintf("has %s, expected exactly %d", plural(got, "question mark", "question marks"), q.n)
 		case !q.exact && got > q.n:
