@@ -17,35 +17,28 @@ import (
 // field, without reflection. Every request writes one; TestAppendEvent
 // holds it to encoding/json's output.
 func appendEvent(b []byte, ev *Event) ([]byte, error) {
-	b = append(b, `{"event":`...)
-	b = jsonstr.Append(b, string(ev.Event))
+	b = jsonstr.AppendField(b, `{"event":`, string(ev.Event))
 	b = append(b, `,"time":`...)
 	var err error
 	if b, err = appendTime(b, ev.Time); err != nil {
 		return b, err
 	}
-	b = append(b, `,"request_id":`...)
-	b = jsonstr.Append(b, ev.RequestID)
-	b = append(b, `,"route":`...)
-	b = jsonstr.Append(b, ev.Route)
+	b = jsonstr.AppendField(b, `,"request_id":`, ev.RequestID)
+	b = jsonstr.AppendField(b, `,"route":`, ev.Route)
 	if ev.API != "" {
-		b = append(b, `,"api":`...)
-		b = jsonstr.Append(b, ev.API)
+		b = jsonstr.AppendField(b, `,"api":`, ev.API)
 	}
-	b = append(b, `,"outcome":`...)
-	b = jsonstr.Append(b, string(ev.Outcome))
+	b = jsonstr.AppendField(b, `,"outcome":`, string(ev.Outcome))
 	b = append(b, `,"status":`...)
 	b = strconv.AppendInt(b, int64(ev.Status), 10)
-	b = append(b, `,"duration_ms":`...)
-	if b, err = appendFloat(b, ev.DurationMS); err != nil {
+	if b, err = appendFloatField(b, `,"duration_ms":`, ev.DurationMS); err != nil {
 		return b, err
 	}
 	b = append(b, `,"prompt":`...)
 	b = appendRef(b, ev.Prompt)
 	b = append(b, `,"contract":`...)
 	b = appendRef(b, ev.Contract)
-	b = append(b, `,"input_sha256":`...)
-	b = jsonstr.Append(b, ev.InputSHA256)
+	b = jsonstr.AppendField(b, `,"input_sha256":`, ev.InputSHA256)
 	b = append(b, `,"attempts":`...)
 	if ev.Attempts == nil {
 		b = append(b, "null"...)
@@ -74,15 +67,13 @@ func appendEvent(b []byte, ev *Event) ([]byte, error) {
 		b = append(b, '}')
 	}
 	if ev.ErrorCode != "" {
-		b = append(b, `,"error_code":`...)
-		b = jsonstr.Append(b, ev.ErrorCode)
+		b = jsonstr.AppendField(b, `,"error_code":`, ev.ErrorCode)
 	}
 	if ev.Deduplicated {
 		b = append(b, `,"deduplicated":true`...)
 	}
 	if ev.ReviewID != "" {
-		b = append(b, `,"review_id":`...)
-		b = jsonstr.Append(b, ev.ReviewID)
+		b = jsonstr.AppendField(b, `,"review_id":`, ev.ReviewID)
 	}
 	if len(ev.Input) > 0 {
 		b = append(b, `,"input":`...)
@@ -100,10 +91,8 @@ func appendRef(b []byte, r *Ref) []byte {
 	if r == nil {
 		return append(b, "null"...)
 	}
-	b = append(b, `{"name":`...)
-	b = jsonstr.Append(b, r.Name)
-	b = append(b, `,"sha256":`...)
-	b = jsonstr.Append(b, r.SHA256)
+	b = jsonstr.AppendField(b, `{"name":`, r.Name)
+	b = jsonstr.AppendField(b, `,"sha256":`, r.SHA256)
 	return append(b, '}')
 }
 
@@ -123,29 +112,24 @@ func appendAttempt(b []byte, a *Attempt) ([]byte, error) {
 	var err error
 	b = append(b, `{"attempt":`...)
 	b = strconv.AppendInt(b, int64(a.Attempt), 10)
-	b = append(b, `,"temperature":`...)
-	if b, err = appendFloat(b, a.Temperature); err != nil {
+	if b, err = appendFloatField(b, `,"temperature":`, a.Temperature); err != nil {
 		return b, err
 	}
 	b = append(b, `,"shortened":`...)
 	b = strconv.AppendBool(b, a.Shortened)
-	b = append(b, `,"finish_reason":`...)
-	b = jsonstr.Append(b, a.FinishReason)
+	b = jsonstr.AppendField(b, `,"finish_reason":`, a.FinishReason)
 	b = append(b, `,"upstream_status":`...)
 	b = strconv.AppendInt(b, int64(a.UpstreamStatus), 10)
-	b = append(b, `,"latency_ms":`...)
-	if b, err = appendFloat(b, a.LatencyMS); err != nil {
+	if b, err = appendFloatField(b, `,"latency_ms":`, a.LatencyMS); err != nil {
 		return b, err
 	}
 	b = append(b, `,"usage":`...)
 	b = a.Usage.AppendJSON(b)
 	b = append(b, `,"violations":`...)
 	b = appendViolations(b, a.Violations)
-	b = append(b, `,"output_sha256":`...)
-	b = jsonstr.Append(b, a.OutputSHA256)
+	b = jsonstr.AppendField(b, `,"output_sha256":`, a.OutputSHA256)
 	if a.Output != nil {
-		b = append(b, `,"output":`...)
-		b = jsonstr.Append(b, *a.Output)
+		b = jsonstr.AppendField(b, `,"output":`, *a.Output)
 	}
 	return append(b, '}'), nil
 }
@@ -160,14 +144,10 @@ func appendViolations(b []byte, vs []contracts.Violation) []byte {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = append(b, `{"kind":`...)
-		b = jsonstr.Append(b, v.Kind)
-		b = append(b, `,"path":`...)
-		b = jsonstr.Append(b, v.Path)
-		b = append(b, `,"rule":`...)
-		b = jsonstr.Append(b, v.Rule)
-		b = append(b, `,"message":`...)
-		b = jsonstr.Append(b, v.Message)
+		b = jsonstr.AppendField(b, `{"kind":`, v.Kind)
+		b = jsonstr.AppendField(b, `,"path":`, v.Path)
+		b = jsonstr.AppendField(b, `,"rule":`, v.Rule)
+		b = jsonstr.AppendField(b, `,"message":`, v.Message)
 		b = append(b, '}')
 	}
 	return append(b, ']')
@@ -183,9 +163,11 @@ func appendTime(b []byte, t time.Time) ([]byte, error) {
 	return append(b, '"'), nil
 }
 
-// appendFloat writes a float64 as encoding/json does (ES6 number
-// formatting); NaN and infinities are an error there too.
-func appendFloat(b []byte, f float64) ([]byte, error) {
+// appendFloatField appends key (as jsonstr.AppendField) and f as
+// encoding/json writes a float64 (ES6 number formatting); NaN and
+// infinities are an error there too.
+func appendFloatField(b []byte, key string, f float64) ([]byte, error) {
+	b = append(b, key...)
 	if math.IsInf(f, 0) || math.IsNaN(f) {
 		return b, errors.New("audit: unsupported value: " + strconv.FormatFloat(f, 'g', -1, 64))
 	}

@@ -42,19 +42,16 @@ func writeBody(w http.ResponseWriter, status int, fill func([]byte) []byte) {
 func appendChatSuccess(b []byte, v *verdict, route *config.Route, k *contracts.Contract) []byte {
 	resp := &v.comp.Resp
 	id, created := replyID(resp)
-	b = append(b, `{"id":`...)
-	b = jsonstr.Append(b, id)
+	b = jsonstr.AppendField(b, `{"id":`, id)
 	b = append(b, `,"object":"chat.completion","created":`...)
 	b = strconv.AppendInt(b, created, 10)
-	b = append(b, `,"model":`...)
-	b = jsonstr.Append(b, resp.Model)
+	b = jsonstr.AppendField(b, `,"model":`, resp.Model)
 	b = append(b, `,"choices":[{"index":0,"message":{"role":"assistant","content":`...)
 	b = appendOutput(b, v)
 	b = append(b, `,"refusal":null},"logprobs":null,"finish_reason":"stop"}],"usage":`...)
 	b = v.usage.AppendJSON(b)
 	if resp.SystemFingerprint != "" {
-		b = append(b, `,"system_fingerprint":`...)
-		b = jsonstr.Append(b, resp.SystemFingerprint)
+		b = jsonstr.AppendField(b, `,"system_fingerprint":`, resp.SystemFingerprint)
 	}
 	b = append(b, `,"contract":`...)
 	b = appendContractInfo(b, v, route, k)
@@ -127,12 +124,9 @@ func appendPrefixedString(b []byte, prefix, s string) []byte {
 
 // appendContractInfo appends info(v, route, k)'s JSON.
 func appendContractInfo(b []byte, v *verdict, route *config.Route, k *contracts.Contract) []byte {
-	b = append(b, `{"route":`...)
-	b = jsonstr.Append(b, route.Name)
-	b = append(b, `,"contract":`...)
-	b = jsonstr.Append(b, k.Name)
-	b = append(b, `,"contract_sha256":`...)
-	b = jsonstr.Append(b, k.SHA256)
+	b = jsonstr.AppendField(b, `{"route":`, route.Name)
+	b = jsonstr.AppendField(b, `,"contract":`, k.Name)
+	b = jsonstr.AppendField(b, `,"contract_sha256":`, k.SHA256)
 	b = append(b, `,"attempts":`...)
 	b = strconv.AppendInt(b, int64(len(v.attempts)), 10)
 	b = append(b, `,"evidence":[`...)
@@ -140,14 +134,12 @@ func appendContractInfo(b []byte, v *verdict, route *config.Route, k *contracts.
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = append(b, `{"path":`...)
-		b = jsonstr.Append(b, e.Path)
+		b = jsonstr.AppendField(b, `{"path":`, e.Path)
 		b = append(b, `,"start":`...)
 		b = strconv.AppendInt(b, int64(e.Start), 10)
 		b = append(b, `,"end":`...)
 		b = strconv.AppendInt(b, int64(e.End), 10)
-		b = append(b, `,"sha256":`...)
-		b = jsonstr.Append(b, e.SHA256)
+		b = jsonstr.AppendField(b, `,"sha256":`, e.SHA256)
 		b = append(b, '}')
 	}
 	return append(b, "]}"...)

@@ -296,3 +296,31 @@ func BenchmarkAppendOutput(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkAppendSuccess: an accepted verdict's answer body, chat and
+// Responses, with a short output and two evidence spans (the members
+// around the output, which BenchmarkAppendOutput leaves out).
+func BenchmarkAppendSuccess(b *testing.B) {
+	k := &contracts.Contract{Name: "support_ticket_v1", SHA256: strings.Repeat("ab", 32)}
+	route := &config.Route{Name: "classify-ticket", Contract: k}
+	v := &verdict{comp: &Completion{Resp: openai.ChatCompletionResponse{ID: "chatcmpl-9aZx1", Created: 1726560000, Model: "gpt-4o-mini-2024-07-18", SystemFingerprint: "fp_0aa8d3e20b"}},
+		result: contracts.Result{JSON: []byte(`{"category":"billing","priority":2,"quote":"charged twice"}`),
+			Evidence: []contracts.Evidence{{Path: "/quote", Start: 31, End: 44, SHA256: strings.Repeat("cd", 32)}, {Path: "/category", Start: 0, End: 7, SHA256: strings.Repeat("ef", 32)}}},
+		usage: audit.Usage{PromptTokens: 412, CompletionTokens: 38, TotalTokens: 450}, attempts: make([]ReviewAttempt, 1)}
+	obj, err := parseObject([]byte(`{"model":"gpt-4o-mini","metadata":{"team":"support"},"top_p":0.9}`))
+	if err != nil {
+		b.Fatal(err)
+	}
+	p := &Prepared{body: obj}
+	var dst []byte
+	b.Run("chat", func(b *testing.B) {
+		for b.Loop() {
+			dst = appendChatSuccess(dst[:0], v, route, k)
+		}
+	})
+	b.Run("responses", func(b *testing.B) {
+		for b.Loop() {
+			dst = appendResponseSuccess(dst[:0], v, route, "req_4ade5c6d0c1fa600b01d5098", p)
+		}
+	})
+}

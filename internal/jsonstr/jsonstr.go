@@ -22,6 +22,11 @@ func Append(b []byte, s string) []byte { return appendQuoted(b, s, true) }
 // and \t), so a line written by hand keeps slog's bytes.
 func AppendSlog(b []byte, s string) []byte { return appendQuoted(b, s, false) }
 
+// AppendField appends key, the JSON text before a member's value (such as
+// `,"route":`), then s quoted as Append quotes it: a string member of the
+// hand-built encoders in one call.
+func AppendField(b []byte, key, s string) []byte { return Append(append(b, key...), s) }
+
 // appendQuoted is Append, or with bfByName false AppendSlog.
 func appendQuoted(b []byte, s string, bfByName bool) []byte {
 	b = append(b, '"')
