@@ -491,15 +491,24 @@ func render(o options, cells []cell, binInfo, load0, load1 string, took time.Dur
 	}
 	b.WriteString("\n")
 
-	fmt.Fprintf(&b, "The Responses API edge: the same contract route and upstream output, the same ticket sent as `input` to `/v1/responses` instead of `messages` to `/v1/chat/completions`. Measured in pairs of %v phases (after %v warm-up each), chat and responses alternating which goes first, %d pairs per run; contractd's CPU time per request of each phase. Shown: the medians of each edge's CPU/req and the median of each pair's own ratio.\n\n", edgePhase, edgeWarmup, edgePairs)
-	b.WriteString("| concurrency | pairs | chat CPU/req | responses CPU/req | ratio of medians | median of pair ratios |\n")
-	b.WriteString("| ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	edgeMeasured := false
 	for _, c := range cells {
-		fmt.Fprintf(&b, "| %d | %d | %d µs | %d µs | %.3f | %.3f |\n",
-			c.direct.Concurrency, c.pairs, c.cpuPerReqPaired.Microseconds(), c.respCPUPerReq.Microseconds(),
-			float64(c.respCPUPerReq)/float64(max(c.cpuPerReqPaired, 1)), c.respRatio)
+		edgeMeasured = edgeMeasured || c.pairs > 0
 	}
-	b.WriteString("\n")
+	if !edgeMeasured {
+		// A table of zeros would read as measurements.
+		b.WriteString("The Responses API edge: not measured in this run (-edge-pairs 0).\n\n")
+	} else {
+		fmt.Fprintf(&b, "The Responses API edge: the same contract route and upstream output, the same ticket sent as `input` to `/v1/responses` instead of `messages` to `/v1/chat/completions`. Measured in pairs of %v phases (after %v warm-up each), chat and responses alternating which goes first, %d pairs per run; contractd's CPU time per request of each phase. Shown: the medians of each edge's CPU/req and the median of each pair's own ratio.\n\n", edgePhase, edgeWarmup, o.pairs)
+		b.WriteString("| concurrency | pairs | chat CPU/req | responses CPU/req | ratio of medians | median of pair ratios |\n")
+		b.WriteString("| ---: | ---: | ---: | ---: | ---: | ---: |\n")
+		for _, c := range cells {
+			fmt.Fprintf(&b, "| %d | %d | %d µs | %d µs | %.3f | %.3f |\n",
+				c.direct.Concurrency, c.pairs, c.cpuPerReqPaired.Microseconds(), c.respCPUPerReq.Microseconds(),
+				float64(c.respCPUPerReq)/float64(max(c.cpuPerReqPaired, 1)), c.respRatio)
+		}
+		b.WriteString("\n")
+	}
 
 	b.WriteString("Targets:\n\n")
 	find := func(n int) (cell, bool) {
@@ -529,14 +538,13 @@ func render(o options, cells []cell, binInfo, load0, load1 string, took time.Dur
 	}
 	fmt.Fprintf(&b, "- req/s through contractd with validation: %.0f at concurrency %d (target >= %d): %s\n",
 		best.proxied.RPS, best.proxied.Concurrency, targetRPS, verdict(best.proxied.RPS >= targetRPS))
-	worst, worstRatio, paired := cells[0], 0.0, false
+	worst, worstRatio := cells[0], 0.0
 	for _, c := range cells {
-		paired = paired || c.pairs > 0
 		if r := float64(c.respCPUPerReq) / float64(max(c.cpuPerReqPaired, 1)); r > worstRatio {
 			worst, worstRatio = c, r
 		}
 	}
-	if paired {
+	if edgeMeasured {
 		fmt.Fprintf(&b, "- Responses edge CPU per request over chat's (median over median), worst concurrency: %.3f at %d (target <= %.2f): %s\n",
 			worstRatio, worst.direct.Concurrency, targetRespRatio, verdict(worstRatio <= targetRespRatio))
 	} else {
