@@ -7,6 +7,19 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.version=$(VERSION)
 FUZZTIME ?= 20s
 
+# The pinned JSON-Schema-Test-Suite lives beside the repository
+# (../shared/data/json-schema-test-suite), never inside it, and contracts'
+# suite test fails without it. A clone made elsewhere (git clone . /tmp/x)
+# has no ../shared: it uses the copy beside the repository it was cloned
+# from, when that is a local directory. Set CONTRACTD_JSON_SCHEMA_TEST_SUITE
+# to use another copy.
+ifeq ($(wildcard ../shared/data/json-schema-test-suite/tests),)
+ORIGIN_SUITE := $(abspath $(shell git remote get-url origin 2>/dev/null)/../shared/data/json-schema-test-suite)
+ifneq ($(wildcard $(ORIGIN_SUITE)/tests),)
+export CONTRACTD_JSON_SCHEMA_TEST_SUITE ?= $(ORIGIN_SUITE)
+endif
+endif
+
 .PHONY: all build test test-go test-e2e vet bench bench-engine bench-review bench-ratelimit bench-replicas bench-replay fuzz demo run clean deps deps-test soak soak-long
 
 all: build
