@@ -370,21 +370,25 @@ func (q *ReviewQueue) warnLookup(err error) {
 
 // get finds an item in the store, or in the spool while it waits there.
 func (q *ReviewQueue) get(ctx context.Context, id string) (*review.Item, error) {
+	// The spool is a file read whole per lookup, and large exactly while
+	// the breaker is open: it is read at most once here (an item is spooled
+	// before its id reaches the client, so a miss cannot turn into a hit).
+	spoolRead := false
+	fromSpool := func() (*review.Item, bool) {
+		if spoolRead {
+			return nil, false
+		}
+		spoolRead = true
+		return q.Spool.Get(id)
+	}
 	// While the breaker is open the store's writes are failing (down or
 	// hung), and the items made meanwhile are in the spool: answer those
 	// from it without a store read that would fail or hang for its
 	// deadline first.
-	//
-	// The spool is a file read whole per lookup, and large exactly while
-	// the breaker is open: one that missed is not read again below (the
-	// item is spooled before its id reaches the client, so it cannot
-	// appear there later).
-	missed := false
 	if q.bypass.Load() {
-		if it, ok := q.Spool.Get(id); ok {
+		if it, ok := fromSpool(); ok {
 			return it, nil
 		}
-		missed = true
 	}
 	if st := q.Store(); st != nil {
 		it, err := st.Get(ctx, id)
@@ -399,18 +403,14 @@ func (q *ReviewQueue) get(ctx context.Context, id string) (*review.Item, error) 
 			// item still in the spool is answered from it, as before the
 			// store opened. It answered 503 for the whole outage to the
 			// very client the 422 had told to poll it.
-			if !missed {
-				if it, ok := q.Spool.Get(id); ok {
-					return it, nil
-				}
+			if it, ok := fromSpool(); ok {
+				return it, nil
 			}
 			return nil, err
 		}
 	}
-	if !missed {
-		if it, ok := q.Spool.Get(id); ok {
-			return it, nil
-		}
+	if it, ok := fromSpool(); ok {
+		return it, nil
 	}
 	// A drain may have moved the item in between the two reads (it
 	// stores, then removes the spool): ask the store once more, so an item
