@@ -235,6 +235,8 @@ type fnode struct {
 	minLen    int
 	maxLen    int
 	pattern   *regexp.Regexp
+	fixed     fixedPattern // pattern, when isFixed: checked by bytes
+	isFixed   bool
 	format    func(any) bool
 	hasArray  bool
 	prefix    []*fnode
@@ -527,6 +529,7 @@ func (b *fbuilder) buildObject(m map[string]any, parent *fnode, inherited fdiale
 				continue
 			}
 			n.pattern = re
+			n.fixed, n.isFixed = compileFixedPattern(s)
 		case "format":
 			s := v.(string)
 			if b.annotationFormats[s] {
@@ -1092,16 +1095,10 @@ func (n *fnode) valid(v any) bool {
 	switch t {
 	case tString:
 		s := v.(string)
-		if n.hasMinLen || n.hasMaxLen {
-			l := utf8.RuneCountInString(s)
-			if n.hasMinLen && l < n.minLen {
-				return false
-			}
-			if n.hasMaxLen && l > n.maxLen {
-				return false
-			}
+		if (n.hasMinLen || n.hasMaxLen) && !n.validLen(s) {
+			return false
 		}
-		if n.pattern != nil && !n.pattern.MatchString(s) {
+		if n.pattern != nil && !n.matchPattern(s) {
 			return false
 		}
 	case tInteger, tNumber:
@@ -1165,6 +1162,31 @@ func (n *fnode) valid(v any) bool {
 		}
 	}
 	return true
+}
+
+// validLen applies minLength and maxLength to s. RuneCountInString
+// counts between ceil(len/4) runes (each at most 4 bytes) and len (an
+// invalid byte counts as one), so the byte length decides without
+// counting when both bounds are on one side of that range: a string
+// within maxLength bytes and with minLength*4 bytes or more passes.
+func (n *fnode) validLen(s string) bool {
+	lo, hi := (len(s)+3)/4, len(s)
+	if (!n.hasMinLen || lo >= n.minLen) && (!n.hasMaxLen || hi <= n.maxLen) {
+		return true
+	}
+	if n.hasMinLen && hi < n.minLen || n.hasMaxLen && lo > n.maxLen {
+		return false
+	}
+	l := utf8.RuneCountInString(s)
+	return (!n.hasMinLen || l >= n.minLen) && (!n.hasMaxLen || l <= n.maxLen)
+}
+
+// matchPattern is pattern.MatchString(s), by bytes when it is fixed.
+func (n *fnode) matchPattern(s string) bool {
+	if n.isFixed {
+		return n.fixed.match(s)
+	}
+	return n.pattern.MatchString(s)
 }
 
 func (n *fnode) enumHas(v any, num *fnum) bool {
