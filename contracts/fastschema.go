@@ -132,6 +132,8 @@ func buildFast(compact []byte, unknownFormats []string, d fdialect) (*fastValida
 		if n.hasObject {
 			n.names = newNameTable(n)
 		}
+		n.plain = n.kind == kSchema && n.ref == nil && n.constVal == nil && len(n.enumOther) == 0 && n.format == nil &&
+			len(n.allOf) == 0 && len(n.anyOf) == 0 && len(n.oneOf) == 0 && n.not == nil && n.ifN == nil
 	}
 	return &fastValidator{root: root}, ""
 }
@@ -237,6 +239,7 @@ type fnode struct {
 	pattern   *regexp.Regexp
 	fixed     fixedPattern // pattern, when isFixed: checked by bytes
 	isFixed   bool
+	plain     bool // valid() of a string or number reads only its own keywords (validString, validNumber)
 	format    func(any) bool
 	hasArray  bool
 	prefix    []*fnode
@@ -1066,14 +1069,7 @@ func (n *fnode) valid(v any) bool {
 		t = tArray
 	case json.Number:
 		num = parseNum(string(x))
-		switch {
-		case num.unknown:
-			t = 0
-		case num.isInt():
-			t = tInteger
-		default:
-			t = tNumber
-		}
+		t = num.typ()
 	case bool:
 		t = tBool
 	case nil:
@@ -1094,11 +1090,7 @@ func (n *fnode) valid(v any) bool {
 
 	switch t {
 	case tString:
-		s := v.(string)
-		if (n.hasMinLen || n.hasMaxLen) && !n.validLen(s) {
-			return false
-		}
-		if n.pattern != nil && !n.matchPattern(s) {
+		if !n.validStr(v.(string)) {
 			return false
 		}
 	case tInteger, tNumber:
@@ -1164,6 +1156,24 @@ func (n *fnode) valid(v any) bool {
 	return true
 }
 
+// validString is valid(s) at a plain node, without s in an interface.
+func (n *fnode) validString(s string) bool {
+	return (!n.hasType || n.types&tString != 0) && (!n.hasEnum || n.enumHasString(s)) && n.validStr(s)
+}
+
+// validNumber is valid(json.Number(s)) at a plain node, whose enum (it
+// holds strings only) no number is in.
+func (n *fnode) validNumber(s string) bool {
+	num := parseNum(s)
+	t := num.typ()
+	return (!n.hasType || n.types&t != 0) && !n.hasEnum && (t == 0 || n.num == nil || n.num.valid(&num))
+}
+
+// validStr applies a string's own keywords: lengths and pattern.
+func (n *fnode) validStr(s string) bool {
+	return (!n.hasMinLen && !n.hasMaxLen || n.validLen(s)) && (n.pattern == nil || n.matchPattern(s))
+}
+
 // validLen applies minLength and maxLength to s. RuneCountInString
 // counts between ceil(len/4) runes (each at most 4 bytes) and len (an
 // invalid byte counts as one), so the byte length decides without
@@ -1181,6 +1191,20 @@ func (n *fnode) validLen(s string) bool {
 	return (!n.hasMinLen || l >= n.minLen) && (!n.hasMaxLen || l <= n.maxLen)
 }
 
+// enumHasString reports whether s is one of the enum's strings.
+func (n *fnode) enumHasString(s string) bool {
+	if n.enumStrs != nil {
+		_, hit := n.enumStrs[s]
+		return hit
+	}
+	for _, e := range n.enumList {
+		if e == s {
+			return true
+		}
+	}
+	return false
+}
+
 // matchPattern is pattern.MatchString(s), by bytes when it is fixed.
 func (n *fnode) matchPattern(s string) bool {
 	if n.isFixed {
@@ -1191,16 +1215,7 @@ func (n *fnode) matchPattern(s string) bool {
 
 func (n *fnode) enumHas(v any, num *fnum) bool {
 	if s, ok := v.(string); ok {
-		if n.enumStrs != nil {
-			_, hit := n.enumStrs[s]
-			return hit
-		}
-		for _, e := range n.enumList {
-			if e == s {
-				return true
-			}
-		}
-		return false
+		return n.enumHasString(s)
 	}
 	for _, c := range n.enumOther {
 		if equalCval(v, num, c) {
@@ -1455,6 +1470,18 @@ func slowNum(s string) fnum {
 		return fnum{unknown: true}
 	}
 	return fnum{r: r}
+}
+
+// typ is the number's instance type: tInteger, tNumber, or 0 when the
+// library cannot parse it (it matches no type then).
+func (f *fnum) typ() uint8 {
+	switch {
+	case f.unknown:
+		return 0
+	case f.isInt():
+		return tInteger
+	}
+	return tNumber
 }
 
 func (f *fnum) isInt() bool {

@@ -125,11 +125,12 @@ func (n *fnode) streams() bool {
 type streamFrame struct {
 	node  *fnode // what the container must satisfy (streams()); nil: anything
 	isObj bool
-	n     int    // members or elements so far
-	req   int    // required names seen (member names are unique)
-	names int    // where this object's names start in snames
-	mask  uint64 // policy paths that continue inside (bit i: paths[i])
-	part  int    // where its kept members (pmems) or elements (pvals) start
+	n     int                        // members or elements so far
+	req   int                        // required names seen (member names are unique)
+	names int                        // where this object's undeclared names start in snames
+	seen  [maxTableNames / 64]uint64 // its declared names seen so far, by name table bit
+	mask  uint64                     // policy paths that continue inside (bit i: paths[i])
+	part  int                        // where its kept members (pmems) or elements (pvals) start
 	// The pending member (objects): its name, the node its value must
 	// satisfy, and which paths reach it (full: one ends there).
 	name  string
@@ -139,8 +140,8 @@ type streamFrame struct {
 	cfull bool
 }
 
-// maxStreamMembers bounds the linear search for repeated names: larger
-// objects go to the full path, whose maps find them.
+// maxStreamMembers bounds the linear search for repeated undeclared names:
+// larger objects go to the full path, whose maps find them.
 const maxStreamMembers = 64
 
 // checkStream judges content in one pass. ok false means "not judged
@@ -283,6 +284,16 @@ func (d *objDecoder) stream(p *streamPlan, maxDepth int) (map[string]any, bool) 
 					nf.part = len(d.pvals)
 				}
 				continue
+			case '"', '0':
+				if node != nil && node.plain && !full && mask == 0 {
+					// Judged where it lies: no policy reads it, and its
+					// node reads nothing but the string or number.
+					if !d.plainScalar(k, node) {
+						return nil, false
+					}
+					break
+				}
+				fallthrough
 			default:
 				var ok bool
 				if v, ok = d.scalar(k, node != nil || full || mask != 0); !ok {
@@ -300,21 +311,20 @@ func (d *objDecoder) stream(p *streamPlan, maxDepth int) (map[string]any, bool) 
 
 // member reads the name of the next member of the object f at depth:
 // repeated names, the node its value must satisfy, the paths that reach it.
+// A name in the node's name table is told repeated by its bit in f.seen;
+// any other by comparing it with the object's other such names.
 func (d *objDecoder) member(p *streamPlan, f *streamFrame, depth int, name string) bool {
-	names := d.snames[f.names:]
-	if len(names) >= maxStreamMembers {
+	if f.n >= maxStreamMembers {
 		return false
 	}
-	for _, s := range names {
-		if s == name {
-			return false // duplicate_key: the full path names it
-		}
-	}
-	d.snames = append(d.snames, name)
 	var c *fnode
+	bit := -1
 	if n := f.node; n != nil && n.hasObject {
 		// validObject: a declared property, else additionalProperties.
-		pn, isProp, req := n.lookupName(name)
+		var pn *fnode
+		var isProp bool
+		var req int
+		pn, isProp, req, bit = n.lookupName(name)
 		f.req += req
 		if isProp {
 			c = pn
@@ -324,6 +334,20 @@ func (d *objDecoder) member(p *streamPlan, f *streamFrame, depth int, name strin
 			}
 			c = n.addl
 		}
+	}
+	if bit >= 0 {
+		w, b := &f.seen[bit>>6], uint64(1)<<(bit&63)
+		if *w&b != 0 {
+			return false // duplicate_key: the full path names it
+		}
+		*w |= b
+	} else {
+		for _, s := range d.snames[f.names:] {
+			if s == name {
+				return false
+			}
+		}
+		d.snames = append(d.snames, name)
 	}
 	f.cmask, f.cfull = p.reach(f.mask, depth, name, -1)
 	f.name, f.named, f.child = name, true, c
@@ -452,6 +476,19 @@ func (d *objDecoder) scalar(k jsonscan.Kind, want bool) (any, bool) {
 	return nil, false
 }
 
+// plainScalar reads the next string or number (k) and judges it at the
+// plain node n without boxing it.
+func (d *objDecoder) plainScalar(k jsonscan.Kind, n *fnode) bool {
+	raw, err := d.scan.ReadValue()
+	if err != nil {
+		return false
+	}
+	if k == '0' {
+		return n.validNumber(d.alias(raw))
+	}
+	return n.validString(d.text(raw))
+}
+
 // text is the raw string's value: its bytes in the input when it has no
 // escape (the input outlives the check and is never written), else
 // unquoted into the arena.
@@ -506,17 +543,18 @@ func (d *objDecoder) buildOne(maxDepth int) (any, bool) {
 }
 
 // lookupName is what an object node says of a member name: its property's
-// subschema when it is a declared property, and how many times it is in
-// required. The node's name table answers with one probe; without one
-// (more names than a table takes, or names it cannot tell apart), the
-// properties map and a walk of required do.
-func (n *fnode) lookupName(name string) (prop *fnode, isProp bool, req int) {
+// subschema when it is a declared property, how many times it is in
+// required, and its bit in the name table (-1: not in one). The node's
+// name table answers with one probe; without one (more names than a table
+// takes, or names it cannot tell apart), the properties map and a walk of
+// required do.
+func (n *fnode) lookupName(name string) (prop *fnode, isProp bool, req, bit int) {
 	if t := n.names; t != nil {
 		s := &t.slots[nameKey(name)*t.mult>>t.shift]
 		if s.used && s.name == name {
-			return s.node, s.prop, s.req
+			return s.node, s.prop, s.req, s.bit
 		}
-		return nil, false, 0
+		return nil, false, 0, -1
 	}
 	prop, isProp = n.props[name]
 	for _, r := range n.required {
@@ -524,7 +562,7 @@ func (n *fnode) lookupName(name string) (prop *fnode, isProp bool, req int) {
 			req++
 		}
 	}
-	return prop, isProp, req
+	return prop, isProp, req, -1
 }
 
 // nameTable is a perfect hash of an object node's property and required
@@ -544,6 +582,7 @@ type nameSlot struct {
 	name string
 	node *fnode // the property's subschema (prop)
 	req  int    // times name is in required
+	bit  int    // the name's own number in the table, 0 to maxTableNames-1
 	prop bool   // name is a declared property
 	used bool
 }
@@ -627,8 +666,10 @@ func newNameTable(n *fnode) *nameTable {
 				continue
 			}
 			t := &nameTable{slots: make([]nameSlot, 1<<bits), mult: mult, shift: shift}
+			bit := 0
 			for _, e := range byName {
-				t.slots[e.key*mult>>shift] = nameSlot{name: e.name, node: e.node, req: e.req, prop: e.prop, used: true}
+				t.slots[e.key*mult>>shift] = nameSlot{name: e.name, node: e.node, req: e.req, bit: bit, prop: e.prop, used: true}
+				bit++
 			}
 			return t
 		}

@@ -279,6 +279,39 @@ func TestStreamCheckEdges(t *testing.T) {
 	}
 }
 
+// TestStreamCheckRepeatedNames: a repeated name, declared (told by its
+// name table bit) or not (by comparing names), after other members or in
+// an object nested in one that has it, gets the full path's verdict; so do
+// objects past maxStreamMembers.
+func TestStreamCheckRepeatedNames(t *testing.T) {
+	s, err := CompileSchema([]byte(fuzzSchemas[1]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wide strings.Builder
+	wide.WriteString(`{"n":1`)
+	for i := range maxStreamMembers + 1 {
+		fmt.Fprintf(&wide, `,"m%d":%d`, i, i)
+	}
+	wide.WriteString("}")
+	for _, out := range []string{
+		`{"n":1,"s":"ab","n":2}`,
+		`{"n":1,"s":"ab","x":0.5,"s":"cd"}`,
+		`{"n":1,"zz":1,"yy":2,"zz":3}`,
+		`{"n":1,"zz":{"n":1,"zz":2},"s":"ab"}`,
+		`{"n":1,"zz":{"n":1,"n":2}}`,
+		`{"n":1,"s":"ab","zz":1,"yy":2}`,
+		`{"n":1,"s":"a\u00e9","x":1e1}`,
+		wide.String(),
+	} {
+		for _, paths := range [][]string{nil, {"/zz/n"}, {"/*"}} {
+			if judged := streamAgrees(t, contractWith("repeated", s, paths), out, fmt.Sprintf("%.40q %v", out, paths)); judged && strings.Count(out, `"n"`) > 1 && !strings.Contains(out, `"zz":{`) {
+				t.Errorf("%.40q %v: judged in one pass", out, paths)
+			}
+		}
+	}
+}
+
 // TestStreamCheckJudgesBenchOutput: the engine benchmark's output, valid,
 // is judged in one pass with and without a path policy (otherwise the
 // pass would only cost).
@@ -405,6 +438,7 @@ func TestNameTableAgrees(t *testing.T) {
 	}
 	check := func(what string, n *fnode, probes []string) {
 		t.Helper()
+		bits := map[int]string{} // a table's names each have their own bit
 		for _, name := range probes {
 			// Near misses too: a name one byte off or one byte longer may
 			// land on the slot of a name in the table.
@@ -413,11 +447,19 @@ func TestNameTableAgrees(t *testing.T) {
 				variants = append(variants, name[:1]+"\x00"+name[2:], name[:len(name)-1])
 			}
 			for _, v := range variants {
-				gp, gok, greq := n.lookupName(v)
+				gp, gok, greq, gbit := n.lookupName(v)
 				wp, wok, wreq := slow(n, v)
 				if gp != wp || gok != wok || greq != wreq {
 					t.Errorf("%s: %q: table (%p %v %d), map (%p %v %d)", what, v, gp, gok, greq, wp, wok, wreq)
 				}
+				inTable := n.names != nil && (wok || wreq > 0)
+				if inTable != (gbit >= 0) || gbit >= maxTableNames {
+					t.Errorf("%s: %q: bit %d, in the table %v", what, v, gbit, inTable)
+				}
+				if other, ok := bits[gbit]; gbit >= 0 && ok && other != v {
+					t.Errorf("%s: %q and %q share bit %d", what, v, other, gbit)
+				}
+				bits[gbit] = v
 			}
 		}
 	}
