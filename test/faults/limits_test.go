@@ -17,11 +17,16 @@ import (
 // request. Before, the server-wide WriteTimeout was computed once at start
 // from the first config's request_timeout, so a request that a reload had
 // allowed to run longer got an empty reply while the audit said 200.
+// The first config's write deadline (1 s + 1 s) falls before the upstream's
+// answer (2.5 s), so only a deadline that follows the reload lets the second
+// request through; the 1 s of grace is the time the first request's 504 has
+// to be written once its request_timeout ends (100 ms was too short under
+// load: the 504 was cut and the client read EOF).
 func TestReloadRaisesRequestTimeout(t *testing.T) {
 	noLeaks(t)
-	up := newUpstream(t, slowOK(1500*time.Millisecond))
+	up := newUpstream(t, slowOK(2500*time.Millisecond))
 	to := testTimeouts
-	to.Write = 100 * time.Millisecond // the write deadline: request_timeout + 100ms
+	to.Write = time.Second // the write deadline: request_timeout + 1s
 	e := newEnv(t, up.URL(), opts{RequestTimeout: "1s", UpTimeout: "5s"}, &to)
 	r := e.post(context.Background(), askC)
 	wantError(t, r, 504, "upstream_error", "upstream_timeout")
@@ -29,8 +34,8 @@ func TestReloadRaisesRequestTimeout(t *testing.T) {
 	e.reload(opts{RequestTimeout: "4s", UpTimeout: "5s", BodyReadTimeout: to.Read.String()})
 	r = e.post(context.Background(), askC)
 	wantOK(t, r)
-	if r.Elapsed < 1400*time.Millisecond {
-		t.Errorf("took %v: the upstream answers after 1.5 s", r.Elapsed)
+	if r.Elapsed < 2400*time.Millisecond {
+		t.Errorf("took %v: the upstream answers after 2.5 s", r.Elapsed)
 	}
 	evs := e.audit.waitEvents(t, 2)
 	if evs[1].Status != 200 {
