@@ -233,11 +233,8 @@ func (q *ReviewQueue) deliverOne(ctx context.Context, st review.Store, h *Webhoo
 		// Past its age already: given up without one more post, so an
 		// outbox grown behind a hung receiver drains at the store's speed,
 		// not at one post's timeout per row.
-		q.Metrics.Delivery(DeliveryExpired)
 		q.Log.Error("webhook delivery given up", "delivery", d.ID, "type", d.Type, "review_id", d.ReviewID, "tries", d.Tries)
-		if err := st.FinishDelivery(ctx, d.ID, true, time.Now()); err != nil && ctx.Err() == nil {
-			q.Log.Warn("webhook outbox update failed", "delivery", d.ID, "error", err.Error())
-		}
+		q.finishDelivery(ctx, st, d, DeliveryExpired, true, time.Now())
 		return
 	}
 	ok, why := h.post(ctx, d)
@@ -251,22 +248,28 @@ func (q *ReviewQueue) deliverOne(ctx context.Context, st review.Store, h *Webhoo
 				"review_id", d.ReviewID, "tries", d.Tries+1, "failed_posts", n)
 		}
 	}
-	var err error
 	switch {
 	case ok:
 		if n := q.hookWarn.reset(); n > 0 {
 			q.Log.Info("webhook receiver took a delivery again", "failed_posts", n)
 		}
-		q.Metrics.Delivery(DeliverySuccess)
-		err = st.FinishDelivery(ctx, d.ID, true, now)
+		q.finishDelivery(ctx, st, d, DeliverySuccess, true, now)
 	case now.Sub(d.CreatedAt) > h.MaxAge:
-		q.Metrics.Delivery(DeliveryExpired)
 		q.Log.Error("webhook delivery given up", "delivery", d.ID, "type", d.Type, "review_id", d.ReviewID, "tries", d.Tries+1)
-		err = st.FinishDelivery(ctx, d.ID, true, now)
+		q.finishDelivery(ctx, st, d, DeliveryExpired, true, now)
 	default:
-		q.Metrics.Delivery(DeliveryFailure)
-		err = st.FinishDelivery(ctx, d.ID, false, h.retryAt(now, d.Tries))
+		q.finishDelivery(ctx, st, d, DeliveryFailure, false, h.retryAt(now, d.Tries))
 	}
+}
+
+// finishDelivery records d's outcome in the outbox (deleted when done, else
+// due again at at), then counts it, whether or not the store took it: a
+// count seen means its store call has returned. Counted first, whoever saw
+// the count and then stopped the worker (shutdown cancels the store call)
+// could find the delivery still in the outbox.
+func (q *ReviewQueue) finishDelivery(ctx context.Context, st review.Store, d review.Delivery, result DeliveryResult, done bool, at time.Time) {
+	err := st.FinishDelivery(ctx, d.ID, done, at)
+	q.Metrics.Delivery(result)
 	if err != nil && ctx.Err() == nil {
 		q.Log.Warn("webhook outbox update failed", "delivery", d.ID, "error", err.Error())
 	}

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -236,6 +237,82 @@ func TestWebhookExpiredGivenUpWithoutPost(t *testing.T) {
 	wh.Client.CloseIdleConnections()
 	if n := posts.Load(); n != 0 {
 		t.Errorf("%d posts of deliveries past their age", n)
+	}
+	if ds, _ := rh.store.ClaimDeliveries(context.Background(), time.Now().Add(2*time.Hour), 10, 0); len(ds) != 0 {
+		t.Fatalf("%d deliveries left in the outbox", len(ds))
+	}
+}
+
+// deliveryOrder records, in the order they happen, the outbox updates
+// (store) and the counts (metrics) of a webhook worker.
+type deliveryOrder struct {
+	nopReviewMetrics
+	mu     sync.Mutex
+	events []string
+}
+
+func (o *deliveryOrder) add(e string) {
+	o.mu.Lock()
+	o.events = append(o.events, e)
+	o.mu.Unlock()
+}
+
+func (o *deliveryOrder) Delivery(r DeliveryResult) { o.add(string(r)) }
+
+func (o *deliveryOrder) seen() []string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return slices.Clone(o.events)
+}
+
+type finishLogged struct {
+	review.Store
+	o *deliveryOrder
+}
+
+func (s finishLogged) FinishDelivery(ctx context.Context, id string, done bool, retryAt time.Time) error {
+	err := s.Store.FinishDelivery(ctx, id, done, retryAt)
+	s.o.add("finish")
+	return err
+}
+
+// A delivery is counted once the outbox records its outcome, so whoever
+// sees the count (a scrape, or telemetry's TestWebhookDeliveriesCounter,
+// which then stops the worker) finds the outbox updated. Counted first,
+// that test failed under load: stopping the worker right after the count
+// cancelled the update and left the delivery in the outbox. Each outcome:
+// failure (the first post), success (the next) and expired (given up).
+func TestWebhookCountsDeliveryOnceRecorded(t *testing.T) {
+	rh := newReviewHarness(t)
+	rh.q.Webhook = true
+	o := &deliveryOrder{}
+	rh.q.Metrics = o
+	st := finishLogged{Store: rh.store, o: o}
+	var posts atomic.Int32
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		if posts.Add(1) == 1 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer hook.Close()
+	wh := &Webhook{URL: hook.URL, Secret: []byte("s"), Backoff: time.Millisecond, MaxAge: time.Hour,
+		Timeout: 10 * time.Second, Lease: time.Minute, Client: &http.Client{}}
+	defer wh.Client.CloseIdleConnections()
+	rh.needsReview(classifyReq) // its review.created: failed once, then delivered
+	for deadline := time.Now().Add(10 * time.Second); !slices.Contains(o.seen(), "success") && time.Now().Before(deadline); {
+		rh.q.deliver(context.Background(), st, wh)
+		time.Sleep(5 * time.Millisecond) // the retry is due 1 ms after the failure
+	}
+	rh.needsReview(classifyReq)
+	wh.MaxAge = time.Nanosecond // past its age at once
+	rh.q.deliver(context.Background(), st, wh)
+
+	want := []string{"finish", "failure", "finish", "success", "finish", "expired"}
+	if got := o.seen(); !slices.Equal(got, want) {
+		t.Errorf("outbox updates and counts %v, want %v (each outcome counted after its update)", got, want)
 	}
 	if ds, _ := rh.store.ClaimDeliveries(context.Background(), time.Now().Add(2*time.Hour), 10, 0); len(ds) != 0 {
 		t.Fatalf("%d deliveries left in the outbox", len(ds))
