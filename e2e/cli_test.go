@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -463,6 +464,10 @@ func runCLIEnv(t *testing.T, env map[string]string, args ...string) (string, str
 	return d.stdout.String(), d.stderr.String(), code
 }
 
+// sigintIgnoredAtStart: this process was started with SIGINT ignored (read
+// once: Notify and Stop change what signal.Ignored reports).
+var sigintIgnoredAtStart = signal.Ignored(os.Interrupt)
+
 // TestInterruptStopsOfflineTools: `contractd check --contract NAME` with no
 // OUTPUT reads stdin, so a user who forgot the file sits at a silent
 // prompt; Ctrl-C (SIGINT) and SIGTERM were caught for every command (only
@@ -470,6 +475,15 @@ func runCLIEnv(t *testing.T, env map[string]string, args ...string) (string, str
 // They now end check, validate, render and schema as they end any tool.
 func TestInterruptStopsOfflineTools(t *testing.T) {
 	t.Parallel()
+	// A shell starts a background job (go test ... &) with SIGINT ignored,
+	// and check would inherit that and, rightly, keep it ignored. A signal
+	// this process catches is back at its default in the child (exec resets
+	// caught signals), so check starts as it does from a terminal.
+	if sigintIgnoredAtStart {
+		caught := make(chan os.Signal, 1)
+		signal.Notify(caught, os.Interrupt)
+		defer signal.Stop(caught)
+	}
 	cfg := writeConfig(t, t.TempDir(), offlineConfig())
 	for _, sig := range []os.Signal{os.Interrupt, syscall.SIGTERM} {
 		t.Run(sig.String(), func(t *testing.T) {
