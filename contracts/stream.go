@@ -489,11 +489,11 @@ func (d *objDecoder) plainScalar(k jsonscan.Kind, n *fnode) bool {
 	return n.validString(d.text(raw))
 }
 
-// text is the raw string's value: its bytes in the input when it has no
-// escape (the input outlives the check and is never written), else
-// unquoted into the arena.
+// text is the value of raw, the string the scanner has just read: its
+// bytes in the input when it has no escape (the input outlives the check
+// and is never written), else unquoted into the arena.
 func (d *objDecoder) text(raw []byte) string {
-	if bytes.IndexByte(raw, '\\') < 0 && d.inInput(raw) {
+	if !d.scan.Escaped() && d.inInput(raw) {
 		return d.alias(raw[1 : len(raw)-1])
 	}
 	return d.str(raw, true)

@@ -67,6 +67,7 @@ type Scanner struct {
 	pkI int
 
 	allowInvalidUTF8 bool
+	esc              bool // the last string read held an escape
 }
 
 // Reset makes s read b from its start. allowInvalidUTF8 accepts strings
@@ -79,6 +80,11 @@ func (s *Scanner) Reset(b []byte, allowInvalidUTF8 bool) {
 
 // InputOffset is the offset just past the last token read.
 func (s *Scanner) InputOffset() int { return s.i }
+
+// Escaped reports whether the last string read (a name or a value, by
+// ReadToken or ReadValue) held a backslash escape: false means its bytes
+// between the quotes are its value.
+func (s *Scanner) Escaped() bool { return s.esc }
 
 // Depth is the number of open containers.
 func (s *Scanner) Depth() int { return len(s.stack) }
@@ -266,7 +272,8 @@ func (s *Scanner) scalar(k Kind, i int) (int, bool) {
 	case 'f':
 		return i + 5, len(b) >= 5 && string(b[:5]) == "false"
 	case '"':
-		n, ok := s.str(b)
+		n, esc, ok := s.str(b)
+		s.esc = esc
 		return i + n, ok
 	default:
 		n, ok := number(b)
@@ -296,8 +303,9 @@ const (
 	highs = 0x8080808080808080
 )
 
-// str validates the string literal at b's start and returns its length.
-func (s *Scanner) str(b []byte) (int, bool) {
+// str validates the string literal at b's start and returns its length
+// and whether it holds an escape.
+func (s *Scanner) str(b []byte) (n int, esc, ok bool) {
 	i := 1
 	for {
 		// Plain bytes four at a time by table: in JSON text quoted in a
@@ -325,27 +333,28 @@ func (s *Scanner) str(b []byte) (int, bool) {
 			i++
 		}
 		if i >= len(b) {
-			return i, false
+			return i, esc, false
 		}
 		switch c := b[i]; {
 		case c == '"':
-			return i + 1, true
+			return i + 1, esc, true
 		case c == '\\':
+			esc = true
 			if i+1 < len(b) && simpleEscape[b[i+1]] {
 				i += 2 // the common case, without a call
 				continue
 			}
 			n, ok := s.escape(b[i:])
 			if !ok {
-				return i, false
+				return i, esc, false
 			}
 			i += n
 		case c < 0x20:
-			return i, false
+			return i, esc, false
 		default:
 			r, n := utf8.DecodeRune(b[i:])
 			if r == utf8.RuneError && n == 1 && !s.allowInvalidUTF8 {
-				return i, false
+				return i, esc, false
 			}
 			i += n
 		}

@@ -69,6 +69,9 @@ func checkTokens(t *testing.T, b []byte, allowInvalid bool, ops uint64) {
 			if !bytes.Equal(got, want) || Kind(wk) != k {
 				t.Fatalf("allowInvalidUTF8 %v, %.300q, step %d: %c %.300q, jsontext %c %.300q", allowInvalid, b, step, k, got, wk, want)
 			}
+			if esc := bytes.IndexByte(got, '\\') >= 0; k == '"' && s.Escaped() != esc {
+				t.Fatalf("allowInvalidUTF8 %v, %.300q, step %d: %.300q Escaped %v", allowInvalid, b, step, got, s.Escaped())
+			}
 		} else {
 			got, err := s.ReadToken()
 			wk := dec.PeekKind()
