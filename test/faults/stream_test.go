@@ -422,7 +422,11 @@ func TestContractStreamUnderUpstreamFaults(t *testing.T) {
 				noLeaks(t)
 				var up *upstream
 				up = newUpstream(t, fault(&up))
-				e := newEnv(t, up.URL(), opts{UpTimeout: "150ms", MaxRetries: 1}, nil)
+				// An attempt counts as an upstream call once it reaches the
+				// fake, so upstream_timeout must give it time to get there
+				// under load: at 150 ms a hung stream request once counted 1
+				// call where its plain twin counted 2.
+				e := newEnv(t, up.URL(), opts{UpTimeout: "1s", MaxRetries: 1}, nil)
 				plain := e.postTo(context.Background(), edge.path, edge.plain)
 				hits := up.Hits()
 				r := e.postTo(context.Background(), edge.path, edge.stream)
