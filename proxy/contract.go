@@ -32,11 +32,12 @@ func sha(b []byte) string {
 }
 
 // shaString is sha of a string's bytes without copying them first (a
-// []byte conversion of a model output allocates its size): the hash only
-// reads them.
-func shaString(s string) string {
-	return sha(unsafe.Slice(unsafe.StringData(s), len(s)))
-}
+// []byte conversion of a model output allocates its size).
+func shaString(s string) string { return sha(stringBytes(s)) }
+
+// stringBytes is s's own bytes, for a hash that only reads them: no copy,
+// as a []byte conversion would make.
+func stringBytes(s string) []byte { return unsafe.Slice(unsafe.StringData(s), len(s)) }
 
 // verdict is the outcome of the attempt loop.
 type verdict struct {
@@ -45,6 +46,12 @@ type verdict struct {
 	usage    audit.Usage
 	attempts []ReviewAttempt
 	outputs  []string // each attempt's output text, for the review item
+	// The first attempt's records, in the verdict's own allocation (most
+	// requests make one attempt): attempts, outputs and the audit event's
+	// attempts start in them.
+	firstAttempt [1]ReviewAttempt
+	firstOutput  [1]string
+	firstAudit   [1]audit.Attempt
 }
 
 // contract runs a contract route: prepare, attempt in order, answer. msgs
@@ -173,6 +180,10 @@ func waitError(r *http.Request) *APIError {
 func (s *Server) attempts(ctx context.Context, r *http.Request, x *exchange, p *Prepared) (*verdict, *APIError) {
 	route := p.Route
 	v := &verdict{}
+	v.attempts, v.outputs = v.firstAttempt[:0], v.firstOutput[:0]
+	if x.ev.Attempts == nil {
+		x.ev.Attempts = v.firstAudit[:0]
+	}
 	spent := 0
 	hdr := forwardHeaders(r)
 	discard := audit.Discards(s.Audit)

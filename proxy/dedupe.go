@@ -27,7 +27,7 @@ func (k dedupeKey) String() string { return hex.EncodeToString(k[:]) }
 
 func newDedupeKey(clientKey, api, route string, body []byte, promptSHA, contractSHA string) dedupeKey {
 	h := sha256.New()
-	for _, part := range [][]byte{[]byte(clientKey), []byte(api), []byte(route), body, []byte(promptSHA), []byte(contractSHA)} {
+	for _, part := range [...][]byte{stringBytes(clientKey), stringBytes(api), stringBytes(route), body, stringBytes(promptSHA), stringBytes(contractSHA)} {
 		var n [8]byte
 		binary.BigEndian.PutUint64(n[:], uint64(len(part)))
 		h.Write(n[:]) // length-prefixed: no two splits of the same bytes collide

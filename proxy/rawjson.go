@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"slices"
+	"strings"
 	"sync"
 	"unsafe"
 
@@ -299,7 +300,9 @@ func writeString(b *bytes.Buffer, s string) { b.Write(appendString(nil, s)) }
 func appendString(b []byte, s string) []byte {
 	v, err := jsontext.AppendQuote(b, s)
 	if err != nil { // invalid UTF-8 cannot come from parsed input
-		m, _ := json.Marshal(s)
+		// A copy for json's any, so that s itself never escapes: the
+		// callers' edits and their values stay on their stacks.
+		m, _ := json.Marshal(strings.Clone(s))
 		return append(b, m...)
 	}
 	return v
@@ -321,6 +324,24 @@ func mustJSON(v any) []byte {
 	return bytes.TrimSuffix(b.Bytes(), []byte{'\n'})
 }
 
+// roleValue is stringValue for a message's role: the roles of the API
+// are the same strings every time, not copies.
+func roleValue(v []byte) string {
+	switch string(v) {
+	case `"user"`:
+		return "user"
+	case `"assistant"`:
+		return "assistant"
+	case `"system"`:
+		return "system"
+	case `"developer"`:
+		return "developer"
+	case `"tool"`:
+		return "tool"
+	}
+	return stringValue(v)
+}
+
 // stringValue is unquoteJSON for a string value v that was parsed (so
 // valid): one without escapes is copied as it is (the string outlives the
 // body's buffer), without encoding/json's reflection.
@@ -339,12 +360,11 @@ func stringValue(v []byte) string {
 // twice more. Their results are parseArray's and appendObject's; on bytes
 // that are not valid JSON they may fail (false) or split wrongly, but
 // never panic.
-func splitArray(b []byte) ([]jsontext.Value, bool) {
+func splitArray(out []jsontext.Value, b []byte) ([]jsontext.Value, bool) {
 	i := skipSpace(b, 0)
 	if i >= len(b) || b[i] != '[' {
 		return nil, false
 	}
-	var out []jsontext.Value
 	if i = skipSpace(b, i+1); i < len(b) && b[i] == ']' {
 		return out, skipSpace(b, i+1) == len(b)
 	}

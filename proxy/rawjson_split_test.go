@@ -37,7 +37,7 @@ func TestSplitMatchesParse(t *testing.T) {
 // scanner can see without decoding).
 func TestSplitRejects(t *testing.T) {
 	for _, c := range []string{``, ` `, `{}`, `[`, `[1`, `[1,`, `["a]`, `[{"a":1]`, `[1]x`, `[1 2]`, `[,]`} {
-		if _, ok := splitArray([]byte(c)); ok {
+		if _, ok := splitArray(nil, []byte(c)); ok {
 			t.Errorf("splitArray(%q) ok", c)
 		}
 	}
@@ -61,7 +61,7 @@ func FuzzSplitValid(f *testing.F) {
 
 func checkSplit(t *testing.T, b []byte, mustBeValid bool) {
 	t.Helper()
-	fast, fastOK := splitArray(b)
+	fast, fastOK := splitArray(nil, b)
 	slow, err := parseArray(b)
 	if mustBeValid && err != nil {
 		t.Fatalf("case is not valid JSON: %v", err)

@@ -61,7 +61,7 @@ func readCompletion(data []byte) (*Completion, bool) {
 	r.dec.Reset(data, true) // AllowInvalidUTF8, as wireOptions
 	var (
 		created, choices int64
-		usage            *openai.Usage
+		usage            openai.Usage
 		s                [numStrs]string
 		quoted           []byte
 	)
@@ -76,19 +76,16 @@ func readCompletion(data []byte) (*Completion, bool) {
 		return nil, false
 	}
 	c := &Completion{Output: s[strContent], Refusal: s[strRefusal], Finish: s[strFinish], quoted: quoted}
+	c.choice[0] = openai.ChatCompletionChoice{Message: openai.ChatCompletionMessage{Role: s[strRole],
+		Content: c.Output, Refusal: c.Refusal}, FinishReason: openai.FinishReason(c.Finish)}
 	c.Resp = openai.ChatCompletionResponse{ID: s[strID], Object: s[strObject], Created: created, Model: s[strModel],
-		SystemFingerprint: s[strFingerprint],
-		Choices: []openai.ChatCompletionChoice{{Message: openai.ChatCompletionMessage{Role: s[strRole],
-			Content: c.Output, Refusal: c.Refusal}, FinishReason: openai.FinishReason(c.Finish)}}}
-	if usage != nil {
-		c.Resp.Usage = *usage
-	}
+		SystemFingerprint: s[strFingerprint], Choices: c.choice[:], Usage: usage}
 	return c, true
 }
 
 // reply reads the whole input: one value (an object, or null) and nothing
 // after it.
-func (r *replyReader) reply(created, choices *int64, usage **openai.Usage) (ok bool) {
+func (r *replyReader) reply(created, choices *int64, usage *openai.Usage) (ok bool) {
 	defer func() {
 		if e := recover(); e != nil {
 			if _, is := e.(errReply); !is {
@@ -97,7 +94,6 @@ func (r *replyReader) reply(created, choices *int64, usage **openai.Usage) (ok b
 			ok = false
 		}
 	}()
-	var u openai.Usage
 	r.object(func(name []byte) {
 		switch string(name) {
 		case "id":
@@ -114,18 +110,18 @@ func (r *replyReader) reply(created, choices *int64, usage **openai.Usage) (ok b
 			*choices = r.choices()
 		case "usage":
 			if r.null() {
-				*usage, u = nil, openai.Usage{}
+				*usage = openai.Usage{}
 				return
 			}
-			*usage = &u // a repeated usage object merges into the first
+			// A repeated usage object merges into the first.
 			r.object(func(name []byte) {
 				switch string(name) {
 				case "prompt_tokens":
-					u.PromptTokens = int(r.int())
+					usage.PromptTokens = int(r.int())
 				case "completion_tokens":
-					u.CompletionTokens = int(r.int())
+					usage.CompletionTokens = int(r.int())
 				case "total_tokens":
-					u.TotalTokens = int(r.int())
+					usage.TotalTokens = int(r.int())
 				default:
 					r.skip()
 				}

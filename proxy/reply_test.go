@@ -48,10 +48,10 @@ func readCompletionV2(data []byte) (*Completion, bool) {
 	if ch.FinishReason != nil {
 		c.Finish = *ch.FinishReason
 	}
+	c.choice[0] = openai.ChatCompletionChoice{Message: openai.ChatCompletionMessage{Role: ch.Message.Role,
+		Content: c.Output, Refusal: c.Refusal}, FinishReason: openai.FinishReason(c.Finish)}
 	c.Resp = openai.ChatCompletionResponse{ID: w.ID, Object: w.Object, Created: w.Created, Model: w.Model,
-		SystemFingerprint: w.SystemFingerprint,
-		Choices: []openai.ChatCompletionChoice{{Message: openai.ChatCompletionMessage{Role: ch.Message.Role,
-			Content: c.Output, Refusal: c.Refusal}, FinishReason: openai.FinishReason(c.Finish)}}}
+		SystemFingerprint: w.SystemFingerprint, Choices: c.choice[:]}
 	if w.Usage != nil {
 		c.Resp.Usage = openai.Usage{PromptTokens: w.Usage.PromptTokens, CompletionTokens: w.Usage.CompletionTokens, TotalTokens: w.Usage.TotalTokens}
 	}

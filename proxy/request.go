@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"unsafe"
 
 	"github.com/contractd/contractd/config"
 	"github.com/contractd/contractd/contracts"
@@ -111,16 +112,21 @@ func prepare(r *config.Route, obj object, read []clientMessage) (*Prepared, *API
 			return nil, aerr
 		}
 	}
-	kept := msgs[:0:0]
+	kept, copied := msgs, false // msgs itself unless a message is dropped
 	for i, m := range msgs {
 		if m.Role == "system" || m.Role == "developer" {
 			if r.ClientSystem != config.ClientSystemDrop {
 				return nil, badRequest(CodeClientSystem, fmt.Sprintf("messages[%d]", i),
 					"route %q does not accept %s messages; its prompt is registered in contractd (%s)", r.Name, m.Role, clientSystemHint)
 			}
+			if !copied {
+				kept, copied = msgs[:i:i], true // the appends below copy: msgs stays as read
+			}
 			continue
 		}
-		kept = append(kept, m)
+		if copied {
+			kept = append(kept, m)
+		}
 	}
 	p.messages = kept
 	for i := len(msgs) - 1; i >= 0; i-- {
@@ -150,7 +156,8 @@ func readMessages(obj object) ([]clientMessage, *APIError) {
 	}
 	// Items and their members alias the body (splitArray, splitObject):
 	// a large message is not copied to be looked at.
-	items, ok := splitArray(raw)
+	var itemsBuf [4]jsontext.Value
+	items, ok := splitArray(itemsBuf[:0], raw)
 	if !ok {
 		var err error
 		if items, err = parseArray(raw); err != nil {
@@ -161,7 +168,8 @@ func readMessages(obj object) ([]clientMessage, *APIError) {
 	var scratch [8]member // a message's members, reused from one to the next
 	for i, it := range items {
 		var m struct {
-			Role    *string
+			Role    string
+			HasRole bool
 			Content jsontext.Value
 		}
 		if it.Kind() == '{' {
@@ -174,17 +182,16 @@ func readMessages(obj object) ([]clientMessage, *APIError) {
 			}
 			if mo != nil {
 				if v, ok := mo.get("role"); ok && v.Kind() == '"' {
-					role := stringValue(v)
-					m.Role = &role
+					m.Role, m.HasRole = roleValue(v), true
 				}
 				m.Content, _ = mo.get("content")
 				clear(mo) // drop the references into the body
 			}
 		}
-		if m.Role == nil {
+		if !m.HasRole {
 			return nil, badRequest(CodeInvalidJSON, fmt.Sprintf("messages[%d]", i), "each message must be an object with a string role")
 		}
-		cm := clientMessage{Role: *m.Role, Raw: it}
+		cm := clientMessage{Role: m.Role, Raw: it}
 		badContent := func() *APIError {
 			return badRequest(CodeInvalidMessage, fmt.Sprintf("messages[%d].content", i),
 				"content must be a string, null, or a list of parts each with a string type")
@@ -207,7 +214,8 @@ func readMessages(obj object) ([]clientMessage, *APIError) {
 				// c was read whole by a strict decoder (or written by
 				// contractd): its escapes are well formed and its UTF-8
 				// valid, so the one-pass unquote gives json v2's value.
-				cm.Content = string(jsonstr.AppendUnquote(make([]byte, 0, len(in)), c))
+				u := jsonstr.AppendUnquote(make([]byte, 0, len(in)), c)
+				cm.Content = unsafe.String(unsafe.SliceData(u), len(u)) // u is this string's own
 			}
 			cm.IsString = true
 		case c[0] == '[':
@@ -358,18 +366,22 @@ func (p *Prepared) build(a retry.Attempt, dst []byte) (*attemptBody, *APIError) 
 			input = retry.Cut(in, a.Shorten.Ratio, r.Budget.MaxInputTokens, a.Shorten.Keep, p.counter)
 		}
 	}
-	data := contracts.TemplateData{Input: input, Messages: make([]contracts.Message, len(p.messages))}
-	for i, m := range p.messages {
-		data.Messages[i] = contracts.Message{Role: m.Role, Content: m.Content}
-	}
 	sys, quoted, static := r.Prompt.StaticSystem()
+	var data contracts.TemplateData // read only by a template rendered per request
+	if !static || r.Prompt.HasUser() {
+		data = contracts.TemplateData{Input: input, Messages: make([]contracts.Message, len(p.messages))}
+		for i, m := range p.messages {
+			data.Messages[i] = contracts.Message{Role: m.Role, Content: m.Content}
+		}
+	}
 	if !static {
 		var err error
 		if sys, err = r.Prompt.RenderSystem(data); err != nil {
 			return nil, badRequest(CodeInputSchemaViolation, "", "the input cannot fill route %q's prompt: %s", r.Name, templateErr(err))
 		}
 	}
-	texts := []string{sys}
+	var textsBuf [4]string // on the stack for the usual few messages
+	texts := append(textsBuf[:0], sys)
 	user, hasUser, err := r.Prompt.RenderUser(data)
 	if err != nil {
 		return nil, badRequest(CodeInputSchemaViolation, "", "the input cannot fill route %q's prompt: %s", r.Name, templateErr(err))
@@ -378,7 +390,8 @@ func (p *Prepared) build(a retry.Attempt, dst []byte) (*attemptBody, *APIError) 
 	// client's own bytes unless the prompt renders the user turn or the
 	// attempt shortens.
 	var rendered []byte
-	raws := make([][]byte, 0, len(p.messages)+1)
+	var rawsBuf [4][]byte
+	raws := rawsBuf[:0]
 	switch {
 	case hasUser:
 		rendered = append(appendString([]byte(`{"role":"user","content":`), user), '}')
@@ -430,7 +443,10 @@ func (p *Prepared) build(a retry.Attempt, dst []byte) (*attemptBody, *APIError) 
 		// only budgets need it (shortening counts what it cuts itself).
 		ab.InputTokens = retry.CountMessages(p.counter, texts)
 	}
-	ab.Body = p.body.applyTo(dst, p.edits(fill, size, a.Temperature))
+	// The edits and their small values on this stack: applyTo copies them.
+	var small [64]byte
+	es := p.edits(small[:0], fill, size, a.Temperature)
+	ab.Body = p.body.applyTo(dst, es[:])
 	// Only a plan that shortens can send other messages than attempt 1's
 	// (the rendering is the same for the same input): only then are they
 	// hashed, which costs a pass over a large body.
@@ -487,14 +503,18 @@ func (p *Prepared) shortenMessage(m clientMessage, sh *retry.Shorten) ([]byte, s
 	return mo.apply([]edit{{Name: "content", Value: arr.Bytes()}}), strings.Join(texts, "\n")
 }
 
-func (p *Prepared) edits(messages func([]byte) []byte, size int, temp float64) []edit {
+// numEdits is how many members edits replaces or removes.
+const numEdits = 11
+
+// edits returns the upstream body's edits, their small values appended
+// to sc.
+func (p *Prepared) edits(sc []byte, messages func([]byte) []byte, size int, temp float64) [numEdits]edit {
 	r := p.Route
 	maxField, otherField := "max_tokens", "max_completion_tokens"
 	if r.Upstream.MaxTokensParam == "max_completion_tokens" {
 		maxField, otherField = otherField, maxField
 	}
 	// The small values share one buffer.
-	sc := make([]byte, 0, len(r.Model)+48)
 	sc = jsonstr.Append(sc, r.Model)
 	model := sc[:len(sc):len(sc)]
 	sc = strconv.AppendFloat(sc, temp, 'f', -1, 64)
@@ -502,14 +522,14 @@ func (p *Prepared) edits(messages func([]byte) []byte, size int, temp float64) [
 	n := len(sc)
 	sc = strconv.AppendInt(sc, int64(r.MaxOutputTokens), 10)
 	maxTokens := sc[n:len(sc):len(sc)]
-	es := []edit{
+	es := [numEdits]edit{
 		{Name: "model", Value: model},
 		{Name: "messages", Fill: messages, Size: size},
 		{Name: "temperature", Value: temperature},
 		{Name: maxField, Value: maxTokens},
 		{Name: otherField},
 		{Name: "seed"},
-		{Name: "stream", Value: []byte("false")},
+		{Name: "stream", Value: jsonFalse},
 		{Name: "response_format"},
 		{Name: "stream_options"},
 		{Name: "n"},
@@ -520,12 +540,18 @@ func (p *Prepared) edits(messages func([]byte) []byte, size int, temp float64) [
 	}
 	switch r.ResponseFormat {
 	case config.ResponseFormatJSONObject:
-		es[7].Value = []byte(`{"type":"json_object"}`)
+		es[7].Value = jsonObjectFormat
 	case config.ResponseFormatJSONSchema:
 		es[7].Value = jsonSchemaFormat(r.Contract)
 	}
 	return es
 }
+
+// Values edits sets as they are (applyTo only copies them).
+var (
+	jsonFalse        = []byte("false")
+	jsonObjectFormat = []byte(`{"type":"json_object"}`)
+)
 
 // firstSeed hashes attempt 1's messages (Prepared.first).
 var firstSeed = maphash.MakeSeed()

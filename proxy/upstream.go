@@ -94,6 +94,9 @@ type Completion struct {
 	// release.
 	quoted []byte
 	reply  *body // the buffer quoted points into; nil once released
+	// choice holds Resp.Choices' one element: in the completion's own
+	// allocation rather than a slice of its own.
+	choice [1]openai.ChatCompletionChoice
 }
 
 // release gives the reply's buffer back to its pool once nothing reads
