@@ -1362,6 +1362,62 @@ func parseNum(s string) fnum {
 }
 
 func parseFastNum(s string) (fnum, bool) {
+	if f, ok := parseShortNum(s); ok {
+		return f, true
+	}
+	return parseLongNum(s)
+}
+
+// parseShortNum is parseLongNum in one pass for what outputs mostly hold:
+// an integer or decimal of at most 18 digits, without exponent (the
+// mantissa cannot overflow); false for anything else.
+func parseShortNum(s string) (f fnum, ok bool) {
+	i := 0
+	if len(s) > 0 && s[0] == '-' {
+		f.neg = true
+		i++
+	}
+	if i == len(s) || len(s)-i > 19 {
+		return f, false
+	}
+	var m uint64
+	switch c := s[i]; {
+	case c == '0':
+		i++
+	case c >= '1' && c <= '9':
+		for ; i < len(s) && s[i] >= '0' && s[i] <= '9'; i++ {
+			m = m*10 + uint64(s[i]-'0')
+		}
+	default:
+		return f, false
+	}
+	scale := 0
+	if i < len(s) && s[i] == '.' {
+		i++
+		for ; i < len(s) && s[i] >= '0' && s[i] <= '9'; i++ {
+			m = m*10 + uint64(s[i]-'0')
+			scale++
+		}
+		if scale == 0 {
+			return f, false
+		}
+	}
+	if i != len(s) {
+		return f, false
+	}
+	if m == 0 {
+		return fnum{fast: true}, true
+	}
+	for scale > 0 && m%10 == 0 {
+		m /= 10
+		scale--
+	}
+	f.fast, f.mant, f.scale = true, m, uint8(scale)
+	return f, true
+}
+
+// parseLongNum is parseFastNum for any number.
+func parseLongNum(s string) (fnum, bool) {
 	var f fnum
 	i := 0
 	if i < len(s) && s[i] == '-' {

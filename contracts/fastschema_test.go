@@ -749,3 +749,21 @@ func TestFastSchemaKeywordTypes(t *testing.T) {
 		}
 	}
 }
+
+// FuzzShortNumAgrees: a number parseShortNum reads gets the value
+// parseLongNum gives it.
+func FuzzShortNumAgrees(f *testing.F) {
+	for _, s := range []string{"0", "-0", "0.0", "-0.50", "1", "10", "100", "0.82", "1460", "-12.3400", "9999999999999999999",
+		"-999999999999999999.9", "01", "1.", ".5", "-", "", "1e2", "0.0000000000000000001", "12345678901234567890", "1.5x"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		got, ok := parseShortNum(s)
+		if !ok {
+			return
+		}
+		if want, wok := parseLongNum(s); !wok || got != want {
+			t.Fatalf("%q: short %+v, long %+v (%v)", s, got, want, wok)
+		}
+	})
+}

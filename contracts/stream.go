@@ -220,7 +220,7 @@ func (d *objDecoder) stream(p *streamPlan, maxDepth int) (map[string]any, bool) 
 			if _, err := d.scan.ReadToken(); err != nil {
 				return nil, false
 			}
-			f := *top
+			f := top // stays as it is until the next frame is pushed
 			if !f.closes() {
 				return nil, false
 			}
@@ -229,7 +229,7 @@ func (d *objDecoder) stream(p *streamPlan, maxDepth int) (map[string]any, bool) 
 			}
 			st = st[:len(st)-1]
 			if f.mask != 0 || len(st) == 0 && p.policy {
-				v, kept = d.keep(&f), true
+				v, kept = d.keep(f), true
 			}
 			if len(st) == 0 {
 				m, _ := v.(map[string]any)
