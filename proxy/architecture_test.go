@@ -25,7 +25,7 @@ func TestArchitectureNamesExist(t *testing.T) {
 	doc := readDoc(t, "docs/architecture.md")
 	// Package directories of the module the page may qualify names with.
 	pkgDir := map[string]string{}
-	for _, d := range []string{"audit", "config", "contracts", "policy", "proxy", "retry", "review", "telemetry", "internal/jsonstr", "internal/filewatch"} {
+	for _, d := range []string{"audit", "config", "contracts", "policy", "proxy", "retry", "review", "telemetry", "internal/jsonstr", "internal/jsonscan", "internal/filewatch"} {
 		pkgDir[filepath.Base(d)] = d
 	}
 	decls := map[string]map[string]bool{} // package dir -> "Name", "Type.member"

@@ -32,7 +32,15 @@ var wireOptions = jsonv2.JoinOptions(jsontext.AllowInvalidUTF8(true), jsontext.A
 type replyReader struct {
 	dec  jsonscan.Scanner
 	strs [numStrs][]byte // raw, until the walk ends; nil: absent or null
+	// The content's value when the scanner unquoted it as it read it
+	// (jsonscan.AppendString), for the literal contentRaw; whether that
+	// literal is what jsonstr.Append writes.
+	content, contentRaw []byte
+	contentSame         bool
 }
+
+// maxPooledContent bounds the content buffer a pooled reader keeps.
+const maxPooledContent = 64 << 10
 
 // The strings a reply keeps.
 const (
@@ -70,6 +78,10 @@ func readCompletion(data []byte) (*Completion, bool) {
 		quoted = r.unquote(&s)
 	}
 	r.strs = [numStrs][]byte{}
+	r.contentRaw = nil
+	if cap(r.content) > maxPooledContent {
+		r.content = nil
+	}
 	r.dec.Reset(nil, true)
 	replyReaderPool.Put(r)
 	if !ok || choices == 0 || s[strObject] == "chat.completion.chunk" {
@@ -258,6 +270,14 @@ func (r *replyReader) str(i int) {
 		if r.dec.PeekKind() != '"' {
 			panic(errReply{})
 		}
+		if i == strContent {
+			// Usually unquoted as it is read: one pass, not two.
+			var ok bool
+			if r.content, raw, r.contentSame, ok = r.dec.AppendString(r.content[:0]); ok {
+				r.strs[i], r.contentRaw = raw, raw
+				return
+			}
+		}
 		var err error
 		if raw, err = r.dec.ReadValue(); err != nil {
 			panic(errReply{})
@@ -319,9 +339,12 @@ func (r *replyReader) unquote(s *[numStrs]string) (quoted []byte) {
 		if raw != nil {
 			// Invalid UTF-8 becomes U+FFFD (and may lengthen the text),
 			// as json v2 reads it with AllowInvalidUTF8.
-			if i == strContent {
+			switch {
+			case i == strContent && len(raw) > 0 && unsafe.SliceData(raw) == unsafe.SliceData(r.contentRaw):
+				buf, same = append(buf, r.content...), r.contentSame // unquoted as read
+			case i == strContent:
 				buf, same = jsonstr.AppendUnquoteSame(buf, raw) // raw was read by the decoder
-			} else {
+			default:
 				buf = jsonstr.AppendUnquote(buf, raw)
 			}
 		}

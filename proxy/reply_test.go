@@ -3,6 +3,7 @@ package proxy
 import (
 	"bytes"
 	"reflect"
+	"strings"
 	"testing"
 
 	jsonv2 "github.com/go-json-experiment/json"
@@ -98,4 +99,23 @@ func FuzzReadCompletionAgrees(f *testing.F) {
 			t.Fatalf("%q:\n walk    %+v\n json v2 %+v", b, &g, want)
 		}
 	})
+}
+
+// BenchmarkReadCompletion reads a chat completion whose content is 1.5 KB
+// of JSON (a model's structured output: one long string, dense with
+// escapes), as the contract route reads every upstream reply.
+func BenchmarkReadCompletion(b *testing.B) {
+	obj := `{"order":{"id":"A-1","items":[` + strings.Repeat(`{"sku":"bcdefghij","qty":12345,"price":1.25,"tags":["x","y"]},`, 20) +
+		`{"sku":"z","qty":1,"price":2,"tags":[]}],"paid":true,"note":"tab\tnew\nline"}}`
+	reply := []byte(`{"id":"chatcmpl-1","object":"chat.completion","created":1700000000,"model":"m","choices":[{"index":0,` +
+		`"message":{"role":"assistant","content":` + string(jsonstr.Append(nil, obj)) +
+		`},"finish_reason":"stop"}],"usage":{"prompt_tokens":10,"completion_tokens":20,"total_tokens":30}}`)
+	b.SetBytes(int64(len(reply)))
+	b.ReportAllocs()
+	for b.Loop() {
+		c, ok := readCompletion(reply)
+		if !ok || c.Output != obj || c.quoted == nil {
+			b.Fatal("not read")
+		}
+	}
 }

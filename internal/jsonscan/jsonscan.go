@@ -21,6 +21,7 @@ package jsonscan
 
 import (
 	"encoding/binary"
+	"slices"
 	"strconv"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -206,13 +207,76 @@ func (s *Scanner) ReadToken() (Kind, error) {
 	if !ok {
 		return 0, &Error{Offset: i}
 	}
+	s.took(k, n)
+	return k, nil
+}
+
+// took moves past a literal, string or number of kind k ending at n.
+func (s *Scanner) took(k Kind, n int) {
 	if k == '"' && (s.last == stObjEmpty || s.last == stObjValue) {
 		s.last = stObjName
 	} else {
 		s.last = s.after()
 	}
 	s.i = n
-	return k, nil
+}
+
+// AppendString reads the next value when it is a string whose escapes are
+// all one-letter ones (\" \\ \/ \b \f \n \r \t) and whose UTF-8 is valid,
+// and appends its value to dst in the same pass: what ReadValue and then
+// jsontext.AppendUnquote of the bytes it read give, without a second pass
+// over them. raw is the string's literal (aliasing the input), same whether
+// the literal is exactly what jsonstr.Append writes for the value (no \/,
+// no U+2028 or U+2029 as they are). For anything else next (another kind,
+// a \u escape, invalid UTF-8, an error) it reads nothing and ok is false:
+// the caller reads the value as before, with ReadValue.
+func (s *Scanner) AppendString(dst []byte) (out, raw []byte, same, ok bool) {
+	if s.PeekKind() != '"' {
+		return dst, nil, false, false
+	}
+	b, start := s.b, s.pkI
+	// The value is never longer than what is left of the input: room for
+	// it made once, written byte by byte (in JSON quoted in a string the
+	// runs between escapes are short).
+	n := len(dst)
+	out = slices.Grow(dst, len(b)-start)
+	out = out[:cap(out)]
+	same, esc := true, false
+	for i := start + 1; i < len(b); {
+		c := b[i]
+		if plain[c] {
+			out[n] = c
+			i++
+			n++
+			continue
+		}
+		switch {
+		case c == '"':
+			s.pk, s.esc = 0, esc
+			s.took('"', i+1)
+			return out[:n], b[start : i+1], same, true
+		case c == '\\':
+			if i+1 >= len(b) || unescape[b[i+1]] == 0 {
+				return dst, nil, false, false // \u or an error: ReadValue's
+			}
+			same = same && b[i+1] != '/' // Append writes a plain slash
+			out[n] = unescape[b[i+1]]
+			i += 2
+			n++
+			esc = true
+		case c < utf8.RuneSelf:
+			return dst, nil, false, false // a control character
+		default:
+			r, size := utf8.DecodeRune(b[i:])
+			if r == utf8.RuneError && size == 1 {
+				return dst, nil, false, false
+			}
+			same = same && r != '\u2028' && r != '\u2029' // Append escapes them
+			n += copy(out[n:], b[i:i+size])
+			i += size
+		}
+	}
+	return dst, nil, false, false
 }
 
 // after is the state the innermost container (or the top level) is in
@@ -290,13 +354,9 @@ var plain = func() (t [256]bool) {
 	return t
 }()
 
-// simpleEscape: the bytes a backslash may precede, but for 'u'.
-var simpleEscape = func() (t [256]bool) {
-	for _, c := range []byte(`"\/bfnrt`) {
-		t[c] = true
-	}
-	return t
-}()
+// unescape maps the letter of a one-letter escape to its byte; 0 for
+// any other byte ('u' included).
+var unescape = [256]byte{'"': '"', '\\': '\\', '/': '/', 'b': '\b', 'f': '\f', 'n': '\n', 'r': '\r', 't': '\t'}
 
 const (
 	ones  = 0x0101010101010101
@@ -340,7 +400,7 @@ func (s *Scanner) str(b []byte) (n int, esc, ok bool) {
 			return i + 1, esc, true
 		case c == '\\':
 			esc = true
-			if i+1 < len(b) && simpleEscape[b[i+1]] {
+			if i+1 < len(b) && unescape[b[i+1]] != 0 {
 				i += 2 // the common case, without a call
 				continue
 			}

@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/contractd/contractd/internal/jsonstr"
 )
 
 // reference is jsontext's Decoder as the two walks configure it:
@@ -57,14 +59,35 @@ func checkTokens(t *testing.T, b []byte, allowInvalid bool, ops uint64) {
 		k := s.PeekKind()
 		whole := k == '"' || k == '0' || (k == '{' || k == '[') && ops&(1<<(step%64)) != 0
 		if whole {
-			got, err := s.ReadValue()
+			// A string is read with AppendString where another bit of
+			// ops says so; what it does not read, ReadValue reads.
+			var (
+				got, val []byte
+				err      error
+				same, ap bool
+			)
+			if k == '"' && ops&(1<<((step+32)%64)) != 0 {
+				val, got, same, ap = s.AppendString([]byte("x"))
+			}
+			if !ap {
+				got, err = s.ReadValue()
+			}
 			wk := dec.PeekKind()
 			want, werr := dec.ReadValue()
 			if (err == nil) != (werr == nil) {
-				t.Fatalf("allowInvalidUTF8 %v, %.300q, step %d: ReadValue err %v, jsontext %v", allowInvalid, b, step, err, werr)
+				t.Fatalf("allowInvalidUTF8 %v, %.300q, step %d: ReadValue (AppendString %v) err %v, jsontext %v", allowInvalid, b, step, ap, err, werr)
 			}
 			if err != nil {
 				return
+			}
+			if ap {
+				wantVal, _ := jsontext.AppendUnquote([]byte("x"), want)
+				if !bytes.Equal(val, wantVal) {
+					t.Fatalf("allowInvalidUTF8 %v, %.300q, step %d: AppendString %.300q, jsontext %.300q", allowInvalid, b, step, val, wantVal)
+				}
+				if back := jsonstr.Append(nil, string(val[1:])); same != bytes.Equal(back, want) {
+					t.Fatalf("allowInvalidUTF8 %v, %.300q, step %d: AppendString same %v, but Append writes %.300q", allowInvalid, b, step, same, back)
+				}
 			}
 			if !bytes.Equal(got, want) || Kind(wk) != k {
 				t.Fatalf("allowInvalidUTF8 %v, %.300q, step %d: %c %.300q, jsontext %c %.300q", allowInvalid, b, step, k, got, wk, want)
