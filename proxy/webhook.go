@@ -46,11 +46,11 @@ func (h *Webhook) Sign(body []byte) string {
 	return "sha256=" + hex.EncodeToString(m.Sum(nil))
 }
 
-// post sends d once and reports whether the receiver took it (2xx) and,
+// post sends d once, until end, and reports whether the receiver took it (2xx) and,
 // when not, why: the status, or the transport's error without the URL (it
 // may hold a token).
-func (h *Webhook) post(ctx context.Context, d review.Delivery) (bool, string) {
-	ctx, cancel := context.WithTimeout(ctx, h.Timeout)
+func (h *Webhook) post(ctx context.Context, d review.Delivery, end time.Time) (bool, string) {
+	ctx, cancel := context.WithDeadline(ctx, end)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.URL, bytes.NewReader(d.Body))
 	if err != nil {
@@ -179,14 +179,20 @@ func (q *ReviewQueue) postBatch(ctx context.Context, st review.Store, h *Webhook
 		mu            sync.Mutex
 		pe            *panics.Error // the first panic of a worker
 	)
-	// mayStart reports whether a post may start now. The rest of the batch
-	// could be posted after its lease ran out, while another replica has
-	// claimed it too: it is left to be claimed again when the lease ends. A
-	// receiver that hangs would otherwise have 32 deliveries of 10 s each
-	// posted twice. The batch's first post goes whatever the lease, so a
-	// timeout longer than the lease still delivers.
-	mayStart := func() bool {
-		return ctx.Err() == nil && (started.Add(1) == 1 || time.Since(claimed)+h.Timeout <= h.Lease)
+	// mayStart reports whether a post may start now, and its deadline (its
+	// timeout from the clock reading that checked the lease, so a post let
+	// start never runs past the lease, however late it gets going). The
+	// rest of the batch could be posted after its lease ran out, while
+	// another replica has claimed it too: it is left to be claimed again
+	// when the lease ends. A receiver that hangs would otherwise have 32
+	// deliveries of 10 s each posted twice. The batch's first post goes
+	// whatever the lease, so a timeout longer than the lease still delivers.
+	mayStart := func() (time.Time, bool) {
+		if ctx.Err() != nil {
+			return time.Time{}, false
+		}
+		end := time.Now().Add(h.Timeout)
+		return end, started.Add(1) == 1 || end.Sub(claimed) <= h.Lease
 	}
 	work := func() {
 		defer wg.Done()
@@ -204,10 +210,11 @@ func (q *ReviewQueue) postBatch(ctx context.Context, st review.Store, h *Webhook
 		}()
 		for i := int(next.Add(1)) - 1; i < len(chains); i = int(next.Add(1)) - 1 {
 			for _, d := range chains[i] {
-				if !mayStart() {
+				end, ok := mayStart()
+				if !ok {
 					return
 				}
-				q.deliverOne(ctx, st, h, d)
+				q.deliverOne(ctx, st, h, d, end)
 			}
 		}
 	}
@@ -226,9 +233,9 @@ func (q *ReviewQueue) postBatch(ctx context.Context, st review.Store, h *Webhook
 	}
 }
 
-// deliverOne posts d (or gives it up when past its age) and records the
+// deliverOne posts d until end (or gives it up when past its age) and records the
 // outcome in the store.
-func (q *ReviewQueue) deliverOne(ctx context.Context, st review.Store, h *Webhook, d review.Delivery) {
+func (q *ReviewQueue) deliverOne(ctx context.Context, st review.Store, h *Webhook, d review.Delivery, end time.Time) {
 	if time.Since(d.CreatedAt) > h.MaxAge {
 		// Past its age already: given up without one more post, so an
 		// outbox grown behind a hung receiver drains at the store's speed,
@@ -237,7 +244,7 @@ func (q *ReviewQueue) deliverOne(ctx context.Context, st review.Store, h *Webhoo
 		q.finishDelivery(ctx, st, d, DeliveryExpired, true, time.Now())
 		return
 	}
-	ok, why := h.post(ctx, d)
+	ok, why := h.post(ctx, d, end)
 	now := time.Now()
 	if !ok && ctx.Err() == nil {
 		// A receiver that fails or hangs was counted and never logged:
