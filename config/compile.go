@@ -940,6 +940,7 @@ func (c *compiler) contractRoute(path string, d RouteDef, r *Route, used map[str
 		return
 	}
 	r.Prompt = prompt.Bind(contract.Schema.JSON())
+	r.ResponseFormatJSON = responseFormatJSON(r.ResponseFormat, contract)
 	if r.ResponseFormat == ResponseFormatJSONSchema {
 		if opt := optionalProperties(contract.Schema.JSON()); len(opt) > 0 {
 			c.ps.warn(join(path, "response_format"), "json_schema sends contract %q with strict: true, and OpenAI's structured outputs refuse a strict schema that leaves properties optional (%s): every request would fail (OpenAI answers 400, contractd 502 upstream_error); list them in required (nullable where they may be absent), or use json_object with OpenAI",
@@ -948,6 +949,29 @@ func (c *compiler) contractRoute(path string, d RouteDef, r *Route, used map[str
 	}
 	c.evidenceSources(path, prompt, d.Contract)
 	c.renderExample(path, r)
+}
+
+var schemaNameRE = regexp.MustCompile(`[^A-Za-z0-9_-]`)
+
+// responseFormatJSON is the response_format member's value the upstream
+// body carries for f: json_schema sends k's schema, strict, under k's
+// name made what OpenAI accepts ([A-Za-z0-9_-]{1,64}).
+func responseFormatJSON(f ResponseFormat, k *contracts.Contract) []byte {
+	switch f {
+	case ResponseFormatJSONObject:
+		return []byte(`{"type":"json_object"}`)
+	case ResponseFormatJSONSchema:
+		name := schemaNameRE.ReplaceAllString(k.Name, "_")
+		if len(name) > 64 {
+			name = name[:64]
+		}
+		b := []byte(`{"type":"json_schema","json_schema":{"name":"`)
+		b = append(b, name...) // nothing in it needs quoting
+		b = append(b, `","strict":true,"schema":`...)
+		b = append(b, k.Schema.JSON()...)
+		return append(b, `}}`...)
+	}
+	return nil
 }
 
 // optionalProperties lists, as JSON Pointers, the properties of every

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -359,6 +360,39 @@ routes:
 	}
 	if ws := load(`{type: object, additionalProperties: false, required: [a], properties: {a: {type: [string, "null"]}}}`, "json_schema"); len(ws) != 0 {
 		t.Errorf("every property required: warnings %v, want none", ws)
+	}
+}
+
+// TestResponseFormatJSON: a route's response_format value is built when
+// the config is compiled, the same bytes every attempt sends: none sends
+// nothing, json_object its fixed object, json_schema the contract's compact
+// schema, strict, under its name with every byte outside [A-Za-z0-9_-]
+// made "_" (a contract name may hold ".") and cut to 64.
+func TestResponseFormatJSON(t *testing.T) {
+	long := strings.Repeat("n", 70)
+	for _, tc := range []struct{ format, contract, want string }{
+		{"none", "k", ""},
+		{"json_object", "k", `{"type":"json_object"}`},
+		{"json_schema", "k", `{"type":"json_schema","json_schema":{"name":"k","strict":true,"schema":{"type":"object","required":["a"],"properties":{"a":{"type":"string"}},"additionalProperties":false}}}`},
+		{"json_schema", "answer.v1", `{"type":"json_schema","json_schema":{"name":"answer_v1","strict":true,"schema":`},
+		{"json_schema", long, `{"type":"json_schema","json_schema":{"name":"` + long[:64] + `","strict":true,`},
+	} {
+		rt, err := LoadBytes(filepath.Join(t.TempDir(), "c.yaml"), []byte(`upstreams: [{name: up, base_url: "http://127.0.0.1:1/v1"}]
+prompts: [{name: p, system: "x"}]
+contracts: [{name: `+tc.contract+`, schema: {type: object, required: [a], properties: {a: {type: string}}, additionalProperties: false}}]
+routes:
+  - {name: r, upstream: up, model: m, prompt: p, contract: `+tc.contract+`, temperature: 0.7, response_format: `+tc.format+`}
+`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := string(rt.Routes["r"].ResponseFormatJSON)
+		if !strings.HasPrefix(got, tc.want) || (tc.want == "") != (got == "") || (tc.format != "json_schema" && got != tc.want) {
+			t.Errorf("%s, contract %s: response_format %s, want %s", tc.format, tc.contract, got, tc.want)
+		}
+		if got != "" && !json.Valid([]byte(got)) {
+			t.Errorf("%s, contract %s: response_format %s is not JSON", tc.format, tc.contract, got)
+		}
 	}
 }
 

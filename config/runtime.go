@@ -168,9 +168,13 @@ type Route struct {
 	MaxOutputTokens int
 	Seed            *int64
 	ResponseFormat  ResponseFormat
-	ClientSystem    ClientSystem
-	Budget          retry.Budget
-	Plan            []retry.Attempt
+	// ResponseFormatJSON is the upstream body's response_format value
+	// for ResponseFormat (nil for none), built once here rather than on
+	// every attempt: with json_schema it carries the whole schema.
+	ResponseFormatJSON []byte
+	ClientSystem       ClientSystem
+	Budget             retry.Budget
+	Plan               []retry.Attempt
 }
 
 // ResponseFormat is a contract route's response_format: what it asks the

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"hash/maphash"
-	"regexp"
 	"strconv"
 	"strings"
 	"unsafe"
@@ -538,39 +537,15 @@ func (p *Prepared) edits(sc []byte, messages func([]byte) []byte, size int, temp
 	if r.Seed != nil {
 		es[5].Value = []byte(strconv.FormatInt(*r.Seed, 10))
 	}
-	switch r.ResponseFormat {
-	case config.ResponseFormatJSONObject:
-		es[7].Value = jsonObjectFormat
-	case config.ResponseFormatJSONSchema:
-		es[7].Value = jsonSchemaFormat(r.Contract)
-	}
+	es[7].Value = r.ResponseFormatJSON
 	return es
 }
 
 // Values edits sets as they are (applyTo only copies them).
-var (
-	jsonFalse        = []byte("false")
-	jsonObjectFormat = []byte(`{"type":"json_object"}`)
-)
+var jsonFalse = []byte("false")
 
 // firstSeed hashes attempt 1's messages (Prepared.first).
 var firstSeed = maphash.MakeSeed()
-
-var schemaNameRE = regexp.MustCompile(`[^A-Za-z0-9_-]`)
-
-func jsonSchemaFormat(k *contracts.Contract) []byte {
-	name := schemaNameRE.ReplaceAllString(k.Name, "_")
-	if len(name) > 64 {
-		name = name[:64]
-	}
-	var b bytes.Buffer
-	b.WriteString(`{"type":"json_schema","json_schema":{"name":`)
-	writeString(&b, name)
-	b.WriteString(`,"strict":true,"schema":`)
-	b.Write(k.Schema.JSON())
-	b.WriteString(`}}`)
-	return b.Bytes()
-}
 
 func templateErr(err error) string {
 	s := err.Error()
