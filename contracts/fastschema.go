@@ -1369,8 +1369,9 @@ func parseFastNum(s string) (fnum, bool) {
 }
 
 // parseShortNum is parseLongNum in one pass for what outputs mostly hold:
-// an integer or decimal of at most 18 digits, without exponent (the
-// mantissa cannot overflow); false for anything else.
+// at most 19 bytes after the sign, no exponent (an integer of up to 19
+// digits, a decimal of up to 18: the mantissa fits in a uint64); false
+// for anything else.
 func parseShortNum(s string) (f fnum, ok bool) {
 	i := 0
 	if len(s) > 0 && s[0] == '-' {
