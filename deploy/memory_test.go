@@ -9,8 +9,8 @@ import (
 	"github.com/contractd/contractd/config"
 )
 
-// baselineRSS is contractd's resident memory with nothing in flight: about
-// 76 MiB idle with a tokenizer loaded (docs/deploy.md, "Sizing"), rounded up.
+// baselineRSS is contractd's resident memory with nothing in flight, with
+// room: 43 MiB idle with a tokenizer loaded (docs/deploy.md, "Sizing").
 const baselineRSS = 80 << 20
 
 // heldCopies: a body held in flight costs up to about three times its size

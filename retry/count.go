@@ -83,7 +83,7 @@ func countFields(s string) int {
 // special token (<|endoftext|>) is counted as ordinary text, which is how
 // the upstream sees client content.
 type bpeCounter struct {
-	enc  *tiktoken.Tiktoken
+	enc  *rankCounter
 	name string
 }
 
@@ -91,23 +91,23 @@ func (b *bpeCounter) Count(s string) int {
 	n := 0
 	for s != "" {
 		end := segmentEnd(s)
-		n += len(b.enc.EncodeOrdinary(s[:end]))
+		n += b.enc.count(s[:end])
 		s = s[end:]
 	}
 	return n
 }
 
-// maxRunBytes bounds the pieces handed to tiktoken. tiktoken-go's byte
-// pair merge is quadratic in the length of one pre-tokenizer piece, and
-// its regexp engine backtracks quadratically on long whitespace, so 20 KB
-// of "x" (or of unpunctuated CJK, or of spaces) takes seconds to count: a
-// client could stall every request with one body. A piece of the
-// cl100k/o200k/p50k pre-tokenizers never leaves a run of letters and
-// marks, of symbols and punctuation, or of whitespace (digits come in
-// threes), so text is counted in segments cut before any such run grows
-// past maxRunBytes. Real text has no such run and is counted exactly, in
-// one segment; a longer run is counted in 256-byte slices, which may add
-// a token per slice.
+// maxRunBytes bounds the pieces handed to the byte pair merge, which is
+// quadratic in the length of one pre-tokenizer piece (as tiktoken-go's
+// is), and the pattern's regexp engine backtracks quadratically on long
+// whitespace, so 20 KB of "x" (or of unpunctuated CJK, or of spaces)
+// takes seconds to count: a client could stall every request with one
+// body. A piece of the cl100k/o200k/p50k pre-tokenizers never leaves a
+// run of letters and marks, of symbols and punctuation, or of whitespace
+// (digits come in threes), so text is counted in segments cut before any
+// such run grows past maxRunBytes. Real text has no such run and is
+// counted exactly, in one segment; a longer run is counted in 256-byte
+// slices, which may add a token per slice.
 const maxRunBytes = 256
 
 // segmentEnd is the length of the longest prefix of s in which no run of
@@ -141,7 +141,8 @@ func grow(run, size int, in bool) int {
 
 func init() {
 	// tiktoken-go fetches encodings over HTTP by default. contractd must
-	// never do that, so the embedded offline loader is installed before any
+	// never do that: it counts from the embedded rank files itself, and
+	// the embedded offline loader is installed before any tiktoken-go
 	// encoding can be requested (package init runs before any caller).
 	tiktoken.SetBpeLoader(tiktoken_loader.NewOfflineLoader())
 }
@@ -174,8 +175,8 @@ func loadEncoding(name string) Counter {
 				slot.c = nil
 			}
 		}()
-		enc, err := tiktoken.GetEncoding(name)
-		if err == nil && enc != nil {
+		enc, err := newRankCounter(name)
+		if err == nil {
 			slot.c = &bpeCounter{enc: enc, name: name}
 		}
 	})

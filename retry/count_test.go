@@ -2,10 +2,13 @@ package retry
 
 import (
 	"fmt"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/pkoukk/tiktoken-go"
 )
 
 func TestEncodingFor(t *testing.T) {
@@ -232,21 +235,80 @@ func TestSegmentEnd(t *testing.T) {
 }
 
 // Ordinary text is counted exactly as tiktoken counts it; only runs that
-// would make tiktoken-go quadratic are sliced, and then stay close.
+// would make the byte pair merge quadratic are sliced, and then stay close.
 func TestBPECountExactAndBounded(t *testing.T) {
 	for _, model := range []string{"gpt-4o", "gpt-4"} {
 		c := CounterFor(model).(*bpeCounter)
 		for _, s := range []string{prose, text4K(), "我们今天去公园。天气很好！", "a\u0301b\u0302 c", "<|endoftext|> x"} {
-			if got, want := c.Count(s), len(c.enc.EncodeOrdinary(s)); got != want {
+			if got, want := c.Count(s), tiktokenCount(t, c.name, s); got != want {
 				t.Errorf("%s: Count(%.20q…) = %d, tiktoken says %d", model, s, got, want)
 			}
 		}
 		s := strings.Repeat("x", 4000)
-		got, want := c.Count(s), len(c.enc.EncodeOrdinary(s))
+		got, want := c.Count(s), tiktokenCount(t, c.name, s)
 		if d := got - want; d < 0 || d > len(s)/maxRunBytes+1 {
 			t.Errorf("%s: sliced count %d vs exact %d", model, got, want)
 		}
 	}
+}
+
+var tiktokens sync.Map // encoding name → *tiktoken.Tiktoken
+
+// tiktokenCount is tiktoken-go's ordinary count of s, what rankCounter
+// must agree with.
+func tiktokenCount(t testing.TB, name, s string) int {
+	enc, ok := tiktokens.Load(name)
+	if !ok {
+		e, err := tiktoken.GetEncoding(name)
+		if err != nil {
+			t.Fatalf("tiktoken %s: %v", name, err)
+		}
+		enc, _ = tiktokens.LoadOrStore(name, e)
+	}
+	return len(enc.(*tiktoken.Tiktoken).EncodeOrdinary(s))
+}
+
+// agreeTexts are texts whose pieces miss the rank tables in every way:
+// prose, code, numbers, CJK, combining marks, emoji, contractions in
+// both cases, runs of whitespace and newlines, and invalid UTF-8, which
+// both read as U+FFFD.
+var agreeTexts = []string{
+	"", "a", " ", "\n", "hello world", prose,
+	"I'M sure they'LL say it's 'quoted' and we'd've gone", "Don't DON'T don’t",
+	"func main() {\n\tfmt.Println(\"x\") // ok\r\n}\n\n\n   \n",
+	"1234567 89.01 -42 1e9 ٣٤٥ ½", "我们今天去公园。天气很好！ 日本語のテキスト", "a\u0301b\u0302 c Ωμέγα Привет мир",
+	"👍🏽 family: 👨‍👩‍👧 flags 🇩🇪🇫🇷", "<|endoftext|> x <|endofprompt|>", "tab\tsep  two  spaces   three    ",
+	"\xff\xfe bad \xc3 utf8 \xed\xa0\x80 end", "https://example.com/a/b?c=d&e=f#g ////\n//",
+	strings.Repeat("word ", 60), strings.Repeat("ab", 30) + "\n\n", "ÀÉÎÕÜ àéîõü ßẞ ǅǈ",
+}
+
+func TestRankCounterAgrees(t *testing.T) {
+	for name := range encodingFiles {
+		c, err := newRankCounter(name)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		for _, s := range agreeTexts {
+			if got, want := c.count(s), tiktokenCount(t, name, s); got != want {
+				t.Errorf("%s: count(%q) = %d, tiktoken says %d", name, s, got, want)
+			}
+		}
+	}
+}
+
+func FuzzRankCounterAgrees(f *testing.F) {
+	for _, s := range agreeTexts {
+		f.Add(s)
+	}
+	c := CounterFor("gpt-4o").(*bpeCounter)
+	f.Fuzz(func(t *testing.T, s string) {
+		if len(s) > 2000 {
+			return // tiktoken-go is quadratic in a long piece
+		}
+		if got, want := c.enc.count(s), tiktokenCount(t, c.name, s); got != want {
+			t.Errorf("count(%q) = %d, tiktoken says %d", s, got, want)
+		}
+	})
 }
 
 // Before slicing, 100 KB of one letter took tens of seconds to count.
@@ -264,5 +326,25 @@ func TestCountPathologicalIsFast(t *testing.T) {
 		if d := time.Since(start); d > 10*time.Second {
 			t.Errorf("%.10q…: %v", s, d)
 		}
+	}
+}
+
+// An encoding's ranks are a few slices the collector need not scan, not a
+// map of strings: tiktoken-go's tables for o200k_base (tiktoken.GetEncoding
+// here) are 24 MB and 298,000 objects of live heap.
+func TestRankTableIsCompact(t *testing.T) {
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	c, err := newRankCounter(encO200k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	runtime.KeepAlive(c)
+	objects, bytes := int64(after.HeapObjects)-int64(before.HeapObjects), int64(after.HeapAlloc)-int64(before.HeapAlloc)
+	if objects > 5000 || bytes > 8<<20 {
+		t.Fatalf("o200k_base's counter holds %d objects, %d bytes", objects, bytes)
 	}
 }
