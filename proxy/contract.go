@@ -241,7 +241,7 @@ func (s *Server) attempts(ctx context.Context, r *http.Request, x *exchange, p *
 			spent += usage.TotalTokens
 		} else {
 			if route.Budget.MaxTotalTokens > 0 {
-				spent += ab.InputTokens + p.counter.Count(comp.Output)
+				spent += ab.InputTokens + p.tokens().Count(comp.Output)
 			}
 		}
 		v.usage = v.usage.Add(usage)

@@ -39,7 +39,9 @@ type Prepared struct {
 	Subject      contracts.Subject
 	Stream       bool
 	IncludeUsage bool
-	counter      retry.Counter
+	// counter is the route model's token counter, looked up on first use
+	// (tokens): only a shortening attempt or a token budget reads it.
+	counter retry.Counter
 	// first hashes attempt 1's messages JSON, to tell "shortened": keeping
 	// the bytes would hold a copy of a large body through every call.
 	// shortens says the plan has an attempt that shortens (else no
@@ -73,7 +75,7 @@ func prepareObject(r *config.Route, obj object) (*Prepared, *APIError) { return 
 // prepare is prepareObject with the client messages already read (nil:
 // read them from obj, after the parameter checks, in the documented order).
 func prepare(r *config.Route, obj object, read []clientMessage) (*Prepared, *APIError) {
-	p := &Prepared{Route: r, body: obj, counter: retry.CounterFor(r.Model)}
+	p := &Prepared{Route: r, body: obj}
 	for _, a := range r.Plan {
 		p.shortens = p.shortens || a.Shorten != nil
 	}
@@ -344,6 +346,16 @@ type attemptBody struct {
 	Shortened   bool
 }
 
+// tokens is the route model's token counter (retry.CounterFor), found on
+// the first call: most requests shorten nothing and have no budget, and
+// finding it costs a walk of the model prefixes on every request.
+func (p *Prepared) tokens() retry.Counter {
+	if p.counter == nil {
+		p.counter = retry.CounterFor(p.Route.Model)
+	}
+	return p.counter
+}
+
 // Build renders attempt a's upstream body: the client's object with only
 // the members the route controls replaced (model, messages with the
 // rendered prompt first, temperature, the token limit, seed, stream,
@@ -360,9 +372,9 @@ func (p *Prepared) build(a retry.Attempt, dst []byte) (*attemptBody, *APIError) 
 	if a.Shorten != nil && r.Prompt.HasUser() {
 		switch in := input.(type) {
 		case map[string]any:
-			input = retry.ShortenInput(in, *a.Shorten, p.counter)
+			input = retry.ShortenInput(in, *a.Shorten, p.tokens())
 		case string:
-			input = retry.Cut(in, a.Shorten.Ratio, r.Budget.MaxInputTokens, a.Shorten.Keep, p.counter)
+			input = retry.Cut(in, a.Shorten.Ratio, r.Budget.MaxInputTokens, a.Shorten.Keep, p.tokens())
 		}
 	}
 	sys, quoted, static := r.Prompt.StaticSystem()
@@ -440,7 +452,7 @@ func (p *Prepared) build(a retry.Attempt, dst []byte) (*attemptBody, *APIError) 
 	if r.Budget != (retry.Budget{}) {
 		// Offline counting costs about a millisecond per KB with tiktoken;
 		// only budgets need it (shortening counts what it cuts itself).
-		ab.InputTokens = retry.CountMessages(p.counter, texts)
+		ab.InputTokens = retry.CountMessages(p.tokens(), texts)
 	}
 	// The edits and their small values on this stack: applyTo copies them.
 	var small [64]byte
@@ -465,7 +477,7 @@ func (p *Prepared) build(a retry.Attempt, dst []byte) (*attemptBody, *APIError) 
 // other parts (images…) kept; before, such a message was sent uncut.
 func (p *Prepared) shortenMessage(m clientMessage, sh *retry.Shorten) ([]byte, string) {
 	cut := func(t string) string {
-		return retry.Cut(t, sh.Ratio, p.Route.Budget.MaxInputTokens, sh.Keep, p.counter)
+		return retry.Cut(t, sh.Ratio, p.Route.Budget.MaxInputTokens, sh.Keep, p.tokens())
 	}
 	mo, err := parseObject(m.Raw)
 	if err != nil { // cannot happen: Raw was read from a parsed body

@@ -174,6 +174,19 @@ func TestUpstreamBodyWithUserTemplate(t *testing.T) {
 	}
 }
 
+// BenchmarkPrepare runs the checks every contract request gets after
+// routing (parameters, client messages, input) on a one-message request.
+func BenchmarkPrepare(b *testing.B) {
+	route := loadRuntime(b, "http://127.0.0.1:1", cfg{}).Routes["free"]
+	body := []byte(`{"model":"free","messages":[{"role":"user","content":"Why does the sky look blue during the day and red at sunset?"}],"user":"u"}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, aerr := Prepare(route, body); aerr != nil {
+			b.Fatal(aerr)
+		}
+	}
+}
+
 func TestUpstreamBodyWithoutUserTemplate(t *testing.T) {
 	h := newHarness(t, byTemperature(invalidAnswer, validAnswer), cfg{})
 	long := "Please tell me, in as much detail as you can manage, why the sky looks blue during the day and red at sunset over the sea."
