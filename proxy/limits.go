@@ -58,17 +58,41 @@ func (s *Server) Deadlines(h http.Handler) http.Handler {
 // (the request's arrival as its handler reads it).
 func (s *Server) deadlines(w http.ResponseWriter, r *http.Request, now time.Time) {
 	srv := &s.state.Load().rt.Server
-	// A value, not the pointer NewResponseController returns: a
-	// deadlineBody holds its own copy, in the same allocation.
-	rc := *http.NewResponseController(w)
+	cd := deadlinesOf(w)
+	if cd == nil {
+		return // as http.ResponseController: not supported
+	}
 	grace := s.WriteGrace
 	if grace <= 0 {
 		grace = DefaultWriteGrace
 	}
-	_ = rc.SetWriteDeadline(now.Add(srv.RequestTimeout + grace))
+	_ = cd.SetWriteDeadline(now.Add(srv.RequestTimeout + grace))
 	if r.Body != nil && r.Body != http.NoBody {
-		if rc.SetReadDeadline(now.Add(srv.BodyReadTimeout)) == nil {
-			r.Body = &deadlineBody{ReadCloser: r.Body, rc: rc}
+		if cd.SetReadDeadline(now.Add(srv.BodyReadTimeout)) == nil {
+			r.Body = &deadlineBody{ReadCloser: r.Body, cd: cd}
+		}
+	}
+}
+
+// connDeadlines sets a connection's deadlines: net/http's ResponseWriter
+// (and testkit's) has both methods.
+type connDeadlines interface {
+	SetReadDeadline(time.Time) error
+	SetWriteDeadline(time.Time) error
+}
+
+// deadlinesOf is w, or the writer it wraps (Unwrap), that sets the
+// connection's deadlines (nil: none does), found once for the request's
+// three deadline calls instead of by http.ResponseController on each.
+func deadlinesOf(w http.ResponseWriter) connDeadlines {
+	for {
+		switch t := w.(type) {
+		case connDeadlines:
+			return t
+		case interface{ Unwrap() http.ResponseWriter }:
+			w = t.Unwrap()
+		default:
+			return nil
 		}
 	}
 }
@@ -78,7 +102,7 @@ func (s *Server) deadlines(w http.ResponseWriter, r *http.Request, now time.Time
 // client leaving, which must not fail at the body's deadline.
 type deadlineBody struct {
 	io.ReadCloser
-	rc   http.ResponseController
+	cd   connDeadlines
 	done bool
 }
 
@@ -88,7 +112,7 @@ func (b *deadlineBody) Read(p []byte) (int, error) {
 	// drains what is left, which must stay bounded.
 	if err == io.EOF && !b.done {
 		b.done = true
-		_ = b.rc.SetReadDeadline(time.Time{})
+		_ = b.cd.SetReadDeadline(time.Time{})
 	}
 	return n, err
 }

@@ -63,7 +63,7 @@ type passCall struct {
 	target    *url.URL
 	body      []byte
 	clientCtx context.Context // ends when the client goes away
-	client    string          // the client's bearer token, redacted from error bodies
+	in        *http.Request   // the client's request: its bearer token is redacted from error bodies
 	timer     *time.Timer     // the upstream's header timeout
 	status    int
 	failed    *APIError
@@ -196,7 +196,7 @@ func passModifyResponse(resp *http.Response) error {
 		// An error body may echo what the upstream was sent: the
 		// key, as contract routes' 502 messages redact.
 		resp.ContentLength = -1 // redacting changes the length
-		return redactBody(resp, c.s.Caller.Keys(c.route.Upstream), c.client)
+		return redactBody(resp, c.s.Caller.Keys(c.route.Upstream), bearerToken(c.in))
 	}
 	return nil
 }
@@ -260,7 +260,7 @@ func (s *Server) passthrough(ctx context.Context, cancel context.CancelFunc, w h
 		x.fail(ctx, w, &APIError{Status: http.StatusBadGateway, Type: typeUpstream, Code: CodeUpstreamError, Message: "bad upstream URL"}, audit.OutcomeUpstreamError)
 		return
 	}
-	c := &passCall{Context: ctx, s: s, x: x, route: route, target: plan.target, body: body, clientCtx: r.Context(), start: time.Now()}
+	c := &passCall{Context: ctx, s: s, x: x, route: route, target: plan.target, body: body, clientCtx: r.Context(), in: r, start: time.Now()}
 	// ReverseProxy aborts the handler with panic(http.ErrAbortHandler) when
 	// copying the body fails after the headers went out (client gone, or
 	// the upstream stream broke). Record the request before re-panicking:
@@ -300,9 +300,6 @@ func (s *Server) passthrough(ctx context.Context, cancel context.CancelFunc, w h
 		return
 	}
 	defer release()
-	if bt := bearerToken(r); bt != "" {
-		c.client = bt
-	}
 	// The upstream timeout bounds the wait for response headers only: a
 	// healthy stream may run longer, bounded by request_timeout (ctx). The
 	// timer starts once a max_concurrency slot is held, as on contract

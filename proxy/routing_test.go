@@ -3,6 +3,8 @@ package proxy
 import (
 	"net/http"
 	"net/http/httptest"
+	"net/url"
+	"strings"
 	"testing"
 )
 
@@ -57,4 +59,44 @@ func TestAPIEdgeMatchesServeMux(t *testing.T) {
 	if edges != 8 { // the first eight requests name an edge
 		t.Errorf("%d requests reached an edge, want 8", edges)
 	}
+}
+
+// plainAgrees fails t when plainPath accepts target's URL but the full
+// checks (cleanPath and goodRouteSegment, as exactPaths runs them) would
+// not.
+func plainAgrees(t *testing.T, target string) bool {
+	t.Helper()
+	u, err := url.ParseRequestURI(target)
+	if err != nil || !plainPath(u) {
+		return false
+	}
+	r := &http.Request{URL: u}
+	if !cleanPath(u.Path) || (strings.HasPrefix(u.Path, "/r/") && !goodRouteSegment(r)) {
+		t.Errorf("%q: plainPath accepts a path the full checks refuse", target)
+	}
+	return true
+}
+
+// TestPlainPathAgrees: the one-pass check accepts the paths requests
+// usually have, and nothing the full checks would refuse.
+func TestPlainPathAgrees(t *testing.T) {
+	for _, p := range []string{"/v1/chat/completions", "/v1/responses", "/r/triage/v1/chat/completions",
+		"/r/my_route-2~x/v1/responses", "/r/hop/v1/chat/completions/", "/r/", "/"} {
+		if !plainAgrees(t, p) {
+			t.Errorf("%q: not taken by plainPath", p)
+		}
+	}
+	for _, p := range []string{"/r/tri%61ge/v1/chat/completions", "/r/a%2Fb/v1/chat/completions", "/r/./v1/chat/completions",
+		"/r/../v1/chat/completions", "/r//v1/chat/completions", "//v1/chat/completions", "/r/v1.2/v1/responses", "/r/my%20route/v1/responses"} {
+		if plainAgrees(t, p) {
+			t.Errorf("%q: taken by plainPath, which only takes plain paths", p)
+		}
+	}
+}
+
+func FuzzPlainPathAgrees(f *testing.F) {
+	for _, p := range []string{"/v1/chat/completions", "/r/triage/v1/chat/completions", "/r/a%2Fb/v1/x", "/r//x", "/r/../x", "/a/./b"} {
+		f.Add(p)
+	}
+	f.Fuzz(func(t *testing.T, target string) { plainAgrees(t, target) })
 }

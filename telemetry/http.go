@@ -43,8 +43,9 @@ func untraced(path string) bool {
 // filter it out again, and costs several times more. Health, readiness and
 // metrics requests are neither traced nor measured.
 func (t *Telemetry) Middleware(h http.Handler) http.Handler {
-	measured := t.httpMetrics(reinject(h, t.prop))
 	if t.sdkTP == nil {
+		// One wrapper: without recorded spans the context holds at most the
+		// client's remote span context, which reinject leaves as it is.
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if untraced(r.URL.Path) {
 				h.ServeHTTP(w, r)
@@ -53,10 +54,10 @@ func (t *Telemetry) Middleware(h http.Handler) http.Handler {
 			if r.Header.Get("Traceparent") != "" {
 				r = r.WithContext(t.prop.Extract(r.Context(), propagation.HeaderCarrier(r.Header)))
 			}
-			measured.ServeHTTP(w, r)
+			t.measure(h, w, r)
 		})
 	}
-	return otelhttp.NewHandler(measured, "contractd",
+	return otelhttp.NewHandler(t.httpMetrics(reinject(h, t.prop)), "contractd",
 		otelhttp.WithTracerProvider(t.tp),
 		otelhttp.WithMeterProvider(noopmetric.NewMeterProvider()),
 		otelhttp.WithPropagators(t.prop),
@@ -87,16 +88,21 @@ func (t *Telemetry) httpMetrics(h http.Handler) http.Handler {
 			h.ServeHTTP(w, r)
 			return
 		}
-		start := time.Now()
-		sw := &statusWriter{ResponseWriter: w}
-		h.ServeHTTP(sw, r)
-		status := sw.status
-		if status == 0 {
-			status = http.StatusOK
-		}
-		t.httpSets.get(httpLabels{method: method(r.Method), status: status, route: route(r.Pattern), tls: r.TLS != nil}).
-			observe(t.httpDur, time.Since(start).Seconds())
+		t.measure(h, w, r)
 	})
+}
+
+// measure serves r with h and records its http.server.request.duration.
+func (t *Telemetry) measure(h http.Handler, w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	sw := &statusWriter{ResponseWriter: w}
+	h.ServeHTTP(sw, r)
+	status := sw.status
+	if status == 0 {
+		status = http.StatusOK
+	}
+	t.httpSets.get(httpLabels{method: method(r.Method), status: status, route: route(r.Pattern), tls: r.TLS != nil}).
+		observe(t.httpDur, time.Since(start).Seconds())
 }
 
 // method is http.request.method: a standard method, else "_OTHER".

@@ -188,6 +188,9 @@ func (t *Telemetry) RequestDone(ctx context.Context, ev *audit.Event) {
 		}
 	}
 
+	if t.sdkTP == nil {
+		return // no span records: the context's walk for one is skipped
+	}
 	if span := trace.SpanFromContext(ctx); span.IsRecording() {
 		attrs := make([]attribute.KeyValue, 0, 5)
 		attrs = append(attrs,

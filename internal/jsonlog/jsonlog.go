@@ -196,6 +196,9 @@ func plainRecord(r slog.Record) bool {
 // strings, exponent form below 1e-6 and from 1e21, the exponent unpadded.
 // (slog.JSONHandler calls json.Marshal for floats.) f is finite.
 func appendJSONFloat(b []byte, f float64) []byte {
+	if b, ok := appendThousandths(b, f); ok {
+		return b
+	}
 	format := byte('f')
 	if abs := math.Abs(f); abs != 0 && (abs < 1e-6 || abs >= 1e21) {
 		format = 'e'
@@ -209,6 +212,33 @@ func appendJSONFloat(b []byte, f float64) []byte {
 		}
 	}
 	return b
+}
+
+// appendThousandths writes f as appendJSONFloat would when f is a whole
+// number of thousandths n/1000 (the double nearest it) from 0 up to 1e9,
+// as a request line's duration_ms (whole microseconds) is: the decimal
+// n/1000 without trailing zeros, written from n. Below 1e9 two doubles
+// are far less than 0.001 apart, so that decimal is the shortest one that
+// reads back as f, which is what strconv's shortest form writes. Anything
+// else (false) is left to strconv.
+func appendThousandths(b []byte, f float64) ([]byte, bool) {
+	if !(f >= 0 && f < 1e9) || math.Signbit(f) {
+		return b, false
+	}
+	n := int64(f*1000 + 0.5)
+	if float64(n)/1000 != f {
+		return b, false
+	}
+	b = strconv.AppendInt(b, n/1000, 10)
+	if frac := n % 1000; frac != 0 {
+		d := [4]byte{'.', byte('0' + frac/100), byte('0' + frac/10%10), byte('0' + frac%10)}
+		k := len(d)
+		for d[k-1] == '0' {
+			k--
+		}
+		b = append(b, d[:k]...)
+	}
+	return b, true
 }
 
 // maxKeptLine is the largest line buffer kept for the next line.

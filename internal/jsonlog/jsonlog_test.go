@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math"
 	"math/rand/v2"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -230,4 +231,47 @@ func FuzzJSONHandlerMatchesSlog(f *testing.F) {
 			slog.Bool("b", n%2 == 0), slog.Duration("d", time.Duration(n)))
 		both(t, nil, r)
 	})
+}
+
+// thousandthsAgree fails t when appendThousandths writes f otherwise than
+// strconv's shortest form (appendJSONFloat's general path; f is in its
+// 'f' range).
+func thousandthsAgree(t *testing.T, f float64) bool {
+	t.Helper()
+	got, ok := appendThousandths(nil, f)
+	if ok {
+		if want := strconv.FormatFloat(f, 'f', -1, 64); string(got) != want {
+			t.Errorf("%v: wrote %s, strconv %s", f, got, want)
+		}
+	}
+	return ok
+}
+
+// TestThousandthsAgree: durations of whole microseconds, as milliseconds,
+// take the short path and write strconv's digits; other values either
+// agree or are left to strconv.
+func TestThousandthsAgree(t *testing.T) {
+	for _, us := range []int64{0, 1, 9, 10, 100, 999, 1000, 1001, 1500, 12345, 468000, 999999, 1000000, 123456789, 999999999999} {
+		if !thousandthsAgree(t, float64(us)/1000) {
+			t.Errorf("%d us: not taken by the short path", us)
+		}
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 200000 {
+		thousandthsAgree(t, float64(rng.Int64N(1e12))/1000)
+		thousandthsAgree(t, rng.Float64()*1e9)
+	}
+	for _, f := range []float64{math.Copysign(0, -1), -1, 1e9, 0.0005, 1e-7, 0.1 + 0.2, math.Nextafter(0.468, 1)} {
+		thousandthsAgree(t, f)
+	}
+	if _, ok := appendThousandths(nil, math.Copysign(0, -1)); ok {
+		t.Error("-0 taken by the short path (strconv writes -0)")
+	}
+}
+
+func FuzzThousandthsAgree(f *testing.F) {
+	for _, v := range []float64{0, 0.001, 0.468, 12.5, 999999999.999} {
+		f.Add(v)
+	}
+	f.Fuzz(func(t *testing.T, v float64) { thousandthsAgree(t, v) })
 }
