@@ -175,6 +175,10 @@ type Route struct {
 	ClientSystem       ClientSystem
 	Budget             retry.Budget
 	Plan               []retry.Attempt
+	// SystemTokens is the static system prompt's token count by the
+	// model's counter, made on a budget's first count: the prompt (often
+	// the contract's whole schema) is counted once, not per request.
+	SystemTokens retry.CountOnce
 }
 
 // ResponseFormat is a contract route's response_format: what it asks the

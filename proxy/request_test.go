@@ -8,11 +8,15 @@ package proxy
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	jsonv2 "github.com/go-json-experiment/json"
 
+	"github.com/contractd/contractd/internal/testkit"
 	"github.com/contractd/contractd/retry"
 )
 
@@ -182,6 +186,101 @@ func BenchmarkPrepare(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		if _, aerr := Prepare(route, body); aerr != nil {
+			b.Fatal(aerr)
+		}
+	}
+}
+
+// seenCounter is the route model's counter, recording the texts counted.
+type seenCounter struct {
+	retry.Counter
+	mu   sync.Mutex
+	seen map[string]int
+}
+
+func (c *seenCounter) Count(s string) int {
+	c.mu.Lock()
+	c.seen[s]++
+	c.mu.Unlock()
+	return c.Counter.Count(s)
+}
+
+// A budget route whose system prompt is static counts it once, not on
+// every request (it often holds the contract's whole schema), and its
+// attempts' input counts stay what counting every message gives.
+func TestBudgetCountsStaticSystemOnce(t *testing.T) {
+	route := loadRuntime(t, "http://127.0.0.1:1", cfg{}).Routes["tight"]
+	sys, _, static := route.Prompt.StaticSystem()
+	if !static || route.Budget == (retry.Budget{}) {
+		t.Fatalf("test premise: route tight has a static system prompt (%v) and a budget (%+v)", static, route.Budget)
+	}
+	c := &seenCounter{Counter: retry.CounterFor(route.Model), seen: map[string]int{}}
+	build := func(i int) {
+		q := strings.Repeat("why is the sky blue ", i+1)
+		p, aerr := Prepare(route, []byte(`{"model":"tight","messages":[{"role":"user","content":"`+q+`"}]}`))
+		if aerr != nil {
+			t.Error(aerr)
+			return
+		}
+		p.counter = c
+		ab, aerr := p.Build(route.Plan[0])
+		if aerr != nil {
+			t.Error(aerr)
+			return
+		}
+		if want := retry.CountMessages(c.Counter, []string{sys, q}); ab.InputTokens != want {
+			t.Errorf("request %d: input tokens %d, want %d", i, ab.InputTokens, want)
+		}
+	}
+	build(0)
+	var wg sync.WaitGroup
+	for i := 1; i <= 8; i++ {
+		wg.Go(func() { build(i) })
+	}
+	wg.Wait()
+	if n := c.seen[sys]; n != 1 {
+		t.Errorf("the static system prompt was counted %d times in 9 requests, want once", n)
+	}
+	if n := len(c.seen); n != 10 {
+		t.Errorf("%d distinct texts counted, want 10 (the prompt and 9 questions): %v", n, c.seen)
+	}
+}
+
+// BenchmarkBuildBudget prepares and builds attempt 1 of a one-message
+// request on a route with a token budget, on a tiktoken model, whose
+// system prompt (3.9 KB) embeds its schema: every attempt's input is counted.
+func BenchmarkBuildBudget(b *testing.B) {
+	var props []string
+	for i := range 40 {
+		props = append(props, fmt.Sprintf(`"field_%d": {"type": "string", "maxLength": %d, "description": "what the ticket says about item %d"}`, i, 100+i, i))
+	}
+	yaml := `
+server: {api_keys_env: CONTRACTD_TEST_CLIENT_KEYS}
+audit: {sink: none}
+upstreams:
+  - {name: up, base_url: "http://127.0.0.1:1", api_key_env: CONTRACTD_TEST_UPSTREAM_KEY}
+prompts:
+  - name: big
+    system: |
+      Reply with one JSON object that matches this schema and nothing else:
+      {{ schema }}
+contracts:
+  - name: big_v1
+    schema: {"type": "object", "additionalProperties": false, "properties": {` + strings.Join(props, ", ") + `}}
+routes:
+  - {name: big, upstream: up, model: gpt-4o-mini, prompt: big, contract: big_v1, temperature: 0.5,
+     max_output_tokens: 800, budget: {max_total_tokens: 100000}}
+`
+	route := testkit.LoadRuntime(b, filepath.Join("testdata", "contractd.yaml"), yaml).Routes["big"]
+	body := []byte(`{"model":"big","messages":[{"role":"user","content":"Why does the sky look blue during the day and red at sunset?"}],"user":"u"}`)
+	retry.CounterFor(route.Model).Count("") // the encoding loads once per process
+	b.ReportAllocs()
+	for b.Loop() {
+		p, aerr := Prepare(route, body)
+		if aerr != nil {
+			b.Fatal(aerr)
+		}
+		if _, aerr := p.Build(route.Plan[0]); aerr != nil {
 			b.Fatal(aerr)
 		}
 	}

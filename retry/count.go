@@ -3,6 +3,7 @@ package retry
 import (
 	"strings"
 	"sync"
+	"sync/atomic"
 	"unicode"
 	"unicode/utf8"
 
@@ -34,10 +35,35 @@ func CountMessages(c Counter, msgs []string) int {
 	if len(msgs) == 0 {
 		return 0
 	}
-	n := ReplyOverheadTokens
+	return CountMessagesAfter(c, c.Count(msgs[0]), msgs[1:])
+}
+
+// CountMessagesAfter is CountMessages of a first message whose content
+// counts first tokens (kept from an earlier count) followed by msgs.
+func CountMessagesAfter(c Counter, first int, msgs []string) int {
+	n := ReplyOverheadTokens + first + MessageOverheadTokens
 	for _, m := range msgs {
 		n += c.Count(m) + MessageOverheadTokens
 	}
+	return n
+}
+
+// CountOnce keeps the count of one fixed text by one fixed Counter, made
+// on first use: a route's static system prompt is counted once, not on
+// every request. The zero value is ready; it is safe for concurrent use
+// (two first uses at once both count, with the same result).
+type CountOnce struct {
+	n atomic.Int64 // the count plus one; 0 until counted
+}
+
+// Count returns c's count of s, made on the first call only: every call
+// must pass the same c and s.
+func (o *CountOnce) Count(c Counter, s string) int {
+	if n := o.n.Load(); n != 0 {
+		return int(n - 1)
+	}
+	n := c.Count(s)
+	o.n.Store(int64(n) + 1)
 	return n
 }
 

@@ -142,6 +142,16 @@ func TestCountMessages(t *testing.T) {
 			if got := CountMessages(tt.c, tt.msgs); got != tt.want {
 				t.Fatalf("CountMessages = %d, want %d", got, tt.want)
 			}
+			if len(tt.msgs) == 0 {
+				return
+			}
+			// A first message counted once, its count kept.
+			var once CountOnce
+			for range 2 {
+				if got := CountMessagesAfter(tt.c, once.Count(tt.c, tt.msgs[0]), tt.msgs[1:]); got != tt.want {
+					t.Fatalf("CountMessagesAfter = %d, want %d", got, tt.want)
+				}
+			}
 		})
 	}
 }
