@@ -2,8 +2,10 @@ package telemetry
 
 import (
 	"context"
+	"maps"
 	"strconv"
 	"sync"
+	"sync/atomic"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
@@ -242,26 +244,31 @@ func attemptCount(ev *audit.Event) int {
 const maxCachedSets = 4096
 
 type setCache[K comparable, E any] struct {
-	mu    sync.RWMutex
-	m     map[K]*E
+	// m is read without a lock and replaced whole, under mu, when a set
+	// is added: a lookup is a load and a map read, with no write to a
+	// line every core's requests share (a read lock is one).
+	m     atomic.Pointer[map[K]*E]
+	mu    sync.Mutex
 	build func(K) *E
 }
 
 func newSetCache[K comparable, E any](build func(K) *E) *setCache[K, E] {
-	return &setCache[K, E]{m: map[K]*E{}, build: build}
+	c := &setCache[K, E]{build: build}
+	c.m.Store(&map[K]*E{})
+	return c
 }
 
 func (c *setCache[K, E]) get(k K) *E {
-	c.mu.RLock()
-	e, ok := c.m[k]
-	c.mu.RUnlock()
-	if ok {
+	if e, ok := (*c.m.Load())[k]; ok {
 		return e
 	}
-	e = c.build(k)
+	e := c.build(k)
 	c.mu.Lock()
-	if len(c.m) < maxCachedSets {
-		c.m[k] = e
+	if old := *c.m.Load(); len(old) < maxCachedSets {
+		m := make(map[K]*E, len(old)+1)
+		maps.Copy(m, old)
+		m[k] = e
+		c.m.Store(&m)
 	}
 	c.mu.Unlock()
 	return e

@@ -38,5 +38,16 @@ func BenchmarkRequestDone(b *testing.B) {
 				tel.RequestDone(ctx, ev)
 			}
 		})
+		// On every P at once, as requests finish on a busy server: the
+		// series lookups' shared state is what they contend on.
+		b.Run(name+"-parallel", func(b *testing.B) {
+			ctx := context.Background()
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					tel.RequestDone(ctx, ev)
+				}
+			})
+		})
 	}
 }
