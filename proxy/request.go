@@ -450,7 +450,7 @@ func (p *Prepared) build(a retry.Attempt, dst []byte) (*attemptBody, *APIError) 
 	}
 	ab := &attemptBody{System: sys}
 	if r.Budget != (retry.Budget{}) {
-		// Offline counting costs about 0.3 ms per KB with tiktoken; only
+		// Offline counting costs about 25 µs per KB with tiktoken; only
 		// budgets need it (shortening counts what it cuts itself). A static
 		// system prompt is counted once per route: counts are per message,
 		// so its kept count is exact.

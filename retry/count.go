@@ -125,7 +125,7 @@ func (b *bpeCounter) Count(s string) int {
 
 // maxRunBytes bounds the pieces handed to the byte pair merge, which is
 // quadratic in the length of one pre-tokenizer piece (as tiktoken-go's
-// is), and the pattern's regexp engine backtracks quadratically on long
+// is), and regexp2 (p50k's pattern) backtracks quadratically on long
 // whitespace, so 20 KB of "x" (or of unpunctuated CJK, or of spaces)
 // takes seconds to count: a client could stall every request with one
 // body. A piece of the cl100k/o200k/p50k pre-tokenizers never leaves a

@@ -310,13 +310,15 @@ func FuzzRankCounterAgrees(f *testing.F) {
 	for _, s := range agreeTexts {
 		f.Add(s)
 	}
-	c := CounterFor("gpt-4o").(*bpeCounter)
+	cs := []*bpeCounter{CounterFor("gpt-4o").(*bpeCounter), CounterFor("gpt-4").(*bpeCounter)}
 	f.Fuzz(func(t *testing.T, s string) {
 		if len(s) > 2000 {
 			return // tiktoken-go is quadratic in a long piece
 		}
-		if got, want := c.enc.count(s), tiktokenCount(t, c.name, s); got != want {
-			t.Errorf("count(%q) = %d, tiktoken says %d", s, got, want)
+		for _, c := range cs {
+			if got, want := c.enc.count(s), tiktokenCount(t, c.name, s); got != want {
+				t.Errorf("%s: count(%q) = %d, tiktoken says %d", c.name, s, got, want)
+			}
 		}
 	})
 }

@@ -16,7 +16,8 @@ import (
 )
 
 // The pre-tokenizer patterns of tiktoken-go's encodings, which
-// TestRankCounterAgrees holds these counts to.
+// TestRankCounterAgrees holds these counts to. o200k's and cl100k's run
+// written out (split.go); p50k's through regexp2.
 const (
 	patO200k = `[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?` +
 		`|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?` +
@@ -27,12 +28,15 @@ const (
 
 // encodingFiles names each encoding's embedded rank file and pattern;
 // an encoding not listed (tiktoken's gpt2) has no counter.
-var encodingFiles = map[string]struct{ file, pat string }{
-	tiktoken.MODEL_O200K_BASE:  {"o200k_base.tiktoken", patO200k},
-	tiktoken.MODEL_CL100K_BASE: {"cl100k_base.tiktoken", patCl100k},
-	tiktoken.MODEL_P50K_BASE:   {"p50k_base.tiktoken", patP50k},
-	tiktoken.MODEL_P50K_EDIT:   {"p50k_base.tiktoken", patP50k},
-	tiktoken.MODEL_R50K_BASE:   {"r50k_base.tiktoken", patP50k},
+var encodingFiles = map[string]struct {
+	file, pat string
+	split     func(string) int
+}{
+	tiktoken.MODEL_O200K_BASE:  {"o200k_base.tiktoken", patO200k, splitO200k},
+	tiktoken.MODEL_CL100K_BASE: {"cl100k_base.tiktoken", patCl100k, splitCl100k},
+	tiktoken.MODEL_P50K_BASE:   {"p50k_base.tiktoken", patP50k, nil},
+	tiktoken.MODEL_P50K_EDIT:   {"p50k_base.tiktoken", patP50k, nil},
+	tiktoken.MODEL_R50K_BASE:   {"r50k_base.tiktoken", patP50k, nil},
 }
 
 // rankCounter counts tokens as tiktoken's ordinary encoding does: the
@@ -43,7 +47,9 @@ var encodingFiles = map[string]struct{ file, pat string }{
 // collection marks, about 15 ms of CPU per cycle, for as long as the
 // process runs.
 type rankCounter struct {
-	re    *regexp2.Regexp
+	re *regexp2.Regexp // nil when split is set
+	// split is the pattern written out (splitO200k, splitCl100k).
+	split func(s string) int
 	ranks rankTable
 }
 
@@ -52,15 +58,18 @@ func newRankCounter(name string) (*rankCounter, error) {
 	if !ok {
 		return nil, errors.New("unknown encoding " + name)
 	}
-	re, err := regexp2.Compile(def.pat, regexp2.None)
-	if err != nil {
-		return nil, err
+	var re *regexp2.Regexp
+	if def.split == nil {
+		var err error
+		if re, err = regexp2.Compile(def.pat, regexp2.None); err != nil {
+			return nil, err
+		}
 	}
 	data, err := assets.Assets.ReadFile(def.file)
 	if err != nil {
 		return nil, err
 	}
-	c := &rankCounter{re: re}
+	c := &rankCounter{re: re, split: def.split}
 	if err := c.ranks.load(data); err != nil {
 		return nil, err
 	}
@@ -70,6 +79,28 @@ func newRankCounter(name string) (*rankCounter, error) {
 // count is the number of tokens in s. Pieces are cut from s read as
 // runes, as tiktoken-go does (invalid UTF-8 counts as U+FFFD).
 func (c *rankCounter) count(s string) int {
+	if c.split == nil {
+		return c.countMatches(s)
+	}
+	var buf [64]byte
+	n := 0
+	for s != "" {
+		end := c.split(s)
+		piece := append(buf[:0], s[:end]...)
+		if !utf8.Valid(piece) {
+			piece = buf[:0]
+			for _, r := range s[:end] {
+				piece = utf8.AppendRune(piece, r)
+			}
+		}
+		n += c.ranks.pieceTokens(piece)
+		s = s[end:]
+	}
+	return n
+}
+
+// countMatches is count with the pattern run by regexp2.
+func (c *rankCounter) countMatches(s string) int {
 	runes := []rune(s)
 	var buf [64]byte
 	n := 0
