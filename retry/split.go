@@ -1,6 +1,7 @@
 package retry
 
 import (
+	"strings"
 	"unicode"
 	"unicode/utf8"
 )
@@ -137,19 +138,10 @@ func others(s string, r0 rune, c0 uint8, n0 int, tail string) int {
 		}
 		i += n
 	}
-	for i < len(s) && containsByte(tail, s[i]) {
+	for i < len(s) && strings.IndexByte(tail, s[i]) >= 0 {
 		i++
 	}
 	return i
-}
-
-func containsByte(s string, b byte) bool {
-	for i := range len(s) {
-		if s[i] == b {
-			return true
-		}
-	}
-	return false
 }
 
 // spaces is what `\s*[\r\n]+|\s+(?!\S)|\s+` matches at s[0:], whose
