@@ -141,21 +141,24 @@ const maxRunBytes = 256
 func segmentEnd(s string) int {
 	var letters, symbols, spaces int
 	for i := 0; i < len(s); {
-		r, size := rune(s[i]), 1
-		if r >= utf8.RuneSelf {
-			r, size = utf8.DecodeRuneInString(s[i:])
-		}
-		space := unicode.IsSpace(r)
-		letter := unicode.IsLetter(r) || unicode.IsMark(r)
+		_, c, size := classAt(s, i)
+		letter, space, symbol := runKinds(c)
 		letters = grow(letters, size, letter)
 		spaces = grow(spaces, size, space)
-		symbols = grow(symbols, size, !space && !unicode.IsLetter(r) && !unicode.IsNumber(r))
+		symbols = grow(symbols, size, symbol)
 		if letters > maxRunBytes || symbols > maxRunBytes || spaces > maxRunBytes {
 			return i
 		}
 		i += size
 	}
 	return len(s)
+}
+
+// runKinds is which runs a rune of class c (split.go's classes) belongs
+// to: letters and marks, whitespace, and [^\s\p{L}\p{N}] (a mark is in
+// the first and the last).
+func runKinds(c uint8) (letter, space, symbol bool) {
+	return c&(cLetter|cUpper|cLower) != 0, c&cSpace != 0, isOther(c)
 }
 
 func grow(run, size int, in bool) int {

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/pkoukk/tiktoken-go"
 )
@@ -358,5 +360,22 @@ func TestRankTableIsCompact(t *testing.T) {
 	objects, bytes := int64(after.HeapObjects)-int64(before.HeapObjects), int64(after.HeapAlloc)-int64(before.HeapAlloc)
 	if objects > 5000 || bytes > 8<<20 {
 		t.Fatalf("o200k_base's counter holds %d objects, %d bytes", objects, bytes)
+	}
+}
+
+// segmentEnd's runs read the pre-tokenizers' classes: for every rune the
+// same kinds as unicode's own predicates.
+func TestRunKindsAgree(t *testing.T) {
+	for r := rune(0); r <= unicode.MaxRune; r++ {
+		_, c, _ := classAt(string(r), 0)
+		if !utf8.ValidRune(r) {
+			continue // string(r) is U+FFFD
+		}
+		letter, space, symbol := runKinds(c)
+		wantSpace := unicode.IsSpace(r)
+		if letter != (unicode.IsLetter(r) || unicode.IsMark(r)) || space != wantSpace ||
+			symbol != (!wantSpace && !unicode.IsLetter(r) && !unicode.IsNumber(r)) {
+			t.Fatalf("%U: runKinds = %v %v %v", r, letter, space, symbol)
+		}
 	}
 }
