@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/contractd/contractd/config"
+	"github.com/contractd/contractd/internal/h1"
 	"github.com/sashabaranov/go-openai"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/propagation"
@@ -137,7 +138,7 @@ func NewCaller(keys func(u *config.Upstream) string) *Caller {
 	t.MaxIdleConnsPerHost = 256
 	t.IdleConnTimeout = 90 * time.Second
 	t.ResponseHeaderTimeout = 0 // the per-call context bounds it
-	return &Caller{Client: &http.Client{Transport: t}, Keys: keys, Backoff: 200 * time.Millisecond}
+	return &Caller{Client: &http.Client{Transport: h1.New(t)}, Keys: keys, Backoff: 200 * time.Millisecond}
 }
 
 // Call POSTs a chat completion body to the upstream with transport retries
