@@ -308,8 +308,9 @@ func runKit(t *testing.T, bin string, k kitRun) {
 		text = strings.ReplaceAll(text, "base_url: "+u.BaseURL, "base_url: "+up.URL())
 	}
 	addrs := map[int32]string{} // the kit's port -> where it listens here
-	for _, l := range []string{rt.Server.Listen, rt.Server.AdminListen} {
-		a := testkit.FreeAddr(t)
+	free := testkit.FreeAddrs(t, 2)
+	for i, l := range []string{rt.Server.Listen, rt.Server.AdminListen} {
+		a := free[i]
 		addrs[listenPortOf(t, l)] = a
 		text = strings.ReplaceAll(text, "listen: "+l, "listen: "+a)
 	}

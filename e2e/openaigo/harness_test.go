@@ -104,7 +104,8 @@ func serve(t *testing.T, server, routes string) *served {
 	if err != nil {
 		t.Fatal(err)
 	}
-	api, admin := testkit.FreeAddr(t), testkit.FreeAddr(t)
+	free := testkit.FreeAddrs(t, 2)
+	api, admin := free[0], free[1]
 	cfg := strings.ReplaceAll(string(b), "@UPSTREAM@", up.URL())
 	for old, new := range map[string]string{
 		"  listen: 127.0.0.1:0\n":              "  listen: " + api + "\n",

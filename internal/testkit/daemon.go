@@ -59,15 +59,22 @@ func BuildContractd(t testing.TB) string {
 	return bin
 }
 
-// FreeAddr is a loopback address nothing listened on a moment ago.
-func FreeAddr(t testing.TB) string {
+// FreeAddrs is n loopback addresses nothing listened on a moment ago, all
+// different: each is held until every one is chosen, since the kernel may
+// hand a port it just freed out again (a daemon's API and admin listeners
+// once got the same one, and the second failed to bind).
+func FreeAddrs(t testing.TB, n int) []string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	addrs := make([]string, n)
+	for i := range addrs {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		addrs[i] = ln.Addr().String()
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	return addrs
 }
 
 // Daemon is a contractd process serving a config; it is killed when the

@@ -192,3 +192,14 @@ func TestOnlyTestsImport(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// The addresses FreeAddrs gives at once are all different.
+func TestFreeAddrsDistinct(t *testing.T) {
+	seen := map[string]bool{}
+	for _, a := range testkit.FreeAddrs(t, 200) {
+		if seen[a] {
+			t.Fatalf("%s given twice", a)
+		}
+		seen[a] = true
+	}
+}

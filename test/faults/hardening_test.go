@@ -433,7 +433,8 @@ func TestServeHardening(t *testing.T) {
 	noLeaks(t)
 	bin := testkit.BuildContractd(t)
 	up := newUpstream(t, okHandler)
-	api, admin := testkit.FreeAddr(t), testkit.FreeAddr(t)
+	free := testkit.FreeAddrs(t, 2)
+	api, admin := free[0], free[1]
 	path := filepath.Join(t.TempDir(), "contractd.yaml")
 	y := configYAML(up.URL(), opts{Listen: api, AdminListen: admin, BodyReadTimeout: "500ms", MaxConnections: "2"})
 	if err := os.WriteFile(path, []byte(y), 0o600); err != nil {

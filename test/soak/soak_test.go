@@ -171,12 +171,12 @@ const limitsYAML = `  max_inflight_bytes: 67108864
 func start(t *testing.T, bin, upURL string, limits bool) *daemon {
 	t.Helper()
 	dir := t.TempDir()
-	addr := testkit.FreeAddr(t)
+	addrs := testkit.FreeAddrs(t, 2)
 	lim := ""
 	if limits {
 		lim = limitsYAML
 	}
-	cfg := strings.NewReplacer("@LISTEN@", addr, "@ADMIN@", testkit.FreeAddr(t), "@UP@", upURL, "@LIMITS@", lim).Replace(configYAML)
+	cfg := strings.NewReplacer("@LISTEN@", addrs[0], "@ADMIN@", addrs[1], "@UP@", upURL, "@LIMITS@", lim).Replace(configYAML)
 	path := filepath.Join(dir, "contractd.yaml")
 	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
@@ -185,7 +185,7 @@ func start(t *testing.T, bin, upURL string, limits bool) *daemon {
 	if os.Getenv("SOAK_GCTRACE") != "" {
 		env = append(env, "GODEBUG=gctrace=1")
 	}
-	return &daemon{Daemon: testkit.StartDaemon(t, bin, path, env, addr), addr: addr}
+	return &daemon{Daemon: testkit.StartDaemon(t, bin, path, env, addrs[0]), addr: addrs[0]}
 }
 
 // rss reads the daemon's resident set from /proc.
