@@ -6,12 +6,14 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httptrace"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -686,4 +688,81 @@ func TestFallbackSettingsTakeEverything(t *testing.T) {
 			t.Errorf("%s: served by %q, want the fallback", name, got)
 		}
 	}
+}
+
+// Many goroutines share the pool while the upstream ends connections in
+// every way it may (Connection: close, a close right after a reply, a close
+// while idle): every reply reaches the request it answers, and a request
+// that may be replayed never fails.
+func TestConcurrentRoundTripsShareThePool(t *testing.T) {
+	t.Cleanup(testkit.LeakCheck(t))
+	var served atomic.Int64
+	s := newRawServer(t, func(i int, c net.Conn) {
+		br := bufio.NewReader(c)
+		for {
+			req, _, err := readRequest(br)
+			if err != nil {
+				return
+			}
+			n := served.Add(1)
+			id := req.URL.Query().Get("id")
+			switch n % 7 {
+			case 0: // says so
+				io.WriteString(c, "HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: "+strconv.Itoa(len(id))+"\r\n\r\n"+id)
+				return
+			case 3: // does not say so
+				io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: "+strconv.Itoa(len(id))+"\r\n\r\n"+id)
+				return
+			case 5: // chunked
+				io.WriteString(c, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"+strconv.FormatInt(int64(len(id)), 16)+"\r\n"+id+"\r\n0\r\n\r\n")
+			default:
+				io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: "+strconv.Itoa(len(id))+"\r\n\r\n"+id)
+			}
+		}
+	})
+	for _, peek := range []bool{true, false} {
+		t.Run(fmt.Sprintf("peek=%v", peek), func(t *testing.T) { roundTripsShareThePool(t, s, peek) })
+	}
+}
+
+// roundTripsShareThePool runs the requests; without the peek, only the
+// retry rule saves the requests sent on connections the upstream closed.
+func roundTripsShareThePool(t *testing.T, s *rawServer, peek bool) {
+	tr := newTransport(t, func(fb *http.Transport) {
+		fb.MaxIdleConnsPerHost = 4
+		if !peek {
+			d := &net.Dialer{}
+			fb.DialContext = func(ctx context.Context, n, a string) (net.Conn, error) {
+				c, err := d.DialContext(ctx, n, a)
+				if err != nil {
+					return nil, err
+				}
+				return opaqueConn{c}, nil
+			}
+		}
+	})
+	var wg sync.WaitGroup
+	for g := range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 150 {
+				id := strconv.Itoa(g*1000 + i)
+				req, _ := http.NewRequest(http.MethodGet, s.url()+"/?id="+id, nil)
+				resp, err := tr.RoundTrip(req)
+				if err != nil {
+					t.Errorf("request %s: %v", id, err)
+					return
+				}
+				b, err := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if err != nil || string(b) != id {
+					t.Errorf("request %s: body %q, %v", id, b, err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	tr.CloseIdleConnections()
 }
