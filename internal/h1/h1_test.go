@@ -280,6 +280,18 @@ func waitFor(t *testing.T, cond func() bool) {
 // between the peek and the write).
 type opaqueConn struct{ net.Conn }
 
+// dialOpaque makes fb dial opaqueConns.
+func dialOpaque(fb *http.Transport) {
+	d := &net.Dialer{}
+	fb.DialContext = func(ctx context.Context, n, a string) (net.Conn, error) {
+		c, err := d.DialContext(ctx, n, a)
+		if err != nil {
+			return nil, err
+		}
+		return opaqueConn{c}, nil
+	}
+}
+
 func TestRetryOnReusedConnection(t *testing.T) {
 	cases := []struct {
 		name   string
@@ -330,16 +342,7 @@ func TestRetryOnReusedConnection(t *testing.T) {
 				got.Store(body)
 				io.WriteString(conn, "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nretry")
 			})
-			tr := newTransport(t, func(fb *http.Transport) {
-				d := &net.Dialer{}
-				fb.DialContext = func(ctx context.Context, n, a string) (net.Conn, error) {
-					c, err := d.DialContext(ctx, n, a)
-					if err != nil {
-						return nil, err
-					}
-					return opaqueConn{c}, nil
-				}
-			})
+			tr := newTransport(t, dialOpaque)
 			do(t, tr, post(t, s.url(), "first"))
 			resp, err := tr.RoundTrip(c.req(s.url()))
 			if !c.retry {
@@ -731,14 +734,7 @@ func roundTripsShareThePool(t *testing.T, s *rawServer, peek bool) {
 	tr := newTransport(t, func(fb *http.Transport) {
 		fb.MaxIdleConnsPerHost = 4
 		if !peek {
-			d := &net.Dialer{}
-			fb.DialContext = func(ctx context.Context, n, a string) (net.Conn, error) {
-				c, err := d.DialContext(ctx, n, a)
-				if err != nil {
-					return nil, err
-				}
-				return opaqueConn{c}, nil
-			}
+			dialOpaque(fb)
 		}
 	})
 	var wg sync.WaitGroup
