@@ -131,7 +131,8 @@ type Caller struct {
 }
 
 // NewCaller returns a Caller with a pooled transport tuned for many
-// concurrent calls to few hosts.
+// concurrent calls to few hosts: internal/h1 for http:// upstreams, in
+// front of net/http's Transport, which serves the rest (https, proxies).
 func NewCaller(keys func(u *config.Upstream) string) *Caller {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.MaxIdleConns = 1024
