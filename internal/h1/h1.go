@@ -255,26 +255,13 @@ func (t *Transport) exchange(ctx context.Context, pc *conn, req *http.Request) (
 		// for a body it will not take) and closed: that answer is already
 		// here, and it is what net/http's Transport returns too.
 		if ctx.Err() == nil {
-			pc.readLimit = t.maxHeaderBytes
-			resp, rerr := t.readResponse(pc, req, nil)
-			pc.readLimit = math.MaxInt64
-			if rerr == nil {
+			if resp, rerr := t.readResponse(pc, req, nil); rerr == nil {
 				return t.withBody(ctx, pc, req, resp, stop, false), nil
 			}
 		}
 		return fail(err)
 	}
-	// The header limit counts from the first byte read, the trace's peek
-	// included.
-	pc.readLimit = t.maxHeaderBytes
-	trace := httptrace.ContextClientTrace(ctx)
-	if trace != nil && trace.GotFirstResponseByte != nil {
-		if b, err := pc.br.Peek(1); err == nil && len(b) == 1 {
-			trace.GotFirstResponseByte()
-		}
-	}
-	resp, err := t.readResponse(pc, req, trace)
-	pc.readLimit = math.MaxInt64
+	resp, err := t.readResponse(pc, req, httptrace.ContextClientTrace(ctx))
 	if err != nil {
 		return fail(err)
 	}
@@ -294,11 +281,19 @@ func (t *Transport) withBody(ctx context.Context, pc *conn, req *http.Request, r
 	return resp
 }
 
-// readResponse reads the response to req, passing over informational
-// (1xx) responses as net/http's Transport does: reported to the trace's
-// Got1xxResponse, their headers counted in the header limit (pc.readLimit,
-// which the caller sets) unless the trace saw them.
+// readResponse reads the response to req under the header limit, which
+// counts from the first byte read (the trace's GotFirstResponseByte peek
+// included), passing over informational (1xx) responses as net/http's
+// Transport does: reported to the trace's Got1xxResponse, their headers
+// counted in the limit unless the trace saw them. trace may be nil.
 func (t *Transport) readResponse(pc *conn, req *http.Request, trace *httptrace.ClientTrace) (*http.Response, error) {
+	pc.readLimit = t.maxHeaderBytes
+	defer func() { pc.readLimit = math.MaxInt64 }() // the body is not limited
+	if trace != nil && trace.GotFirstResponseByte != nil {
+		if b, err := pc.br.Peek(1); err == nil && len(b) == 1 {
+			trace.GotFirstResponseByte()
+		}
+	}
 	for {
 		resp, err := http.ReadResponse(pc.br, req)
 		if err != nil {
