@@ -32,7 +32,7 @@ func FuzzTransportAgrees(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, reply []byte, req uint8, trace1xx bool, limit uint16, closeAfter bool) {
 		if len(reply) > 16<<10 {
-			t.Skip("long replies add nothing the short ones do not")
+			reply = reply[:16<<10] // longer replies add nothing the shorter ones do not
 		}
 		c := dtCase{reply: string(reply), trace1xx: trace1xx, limit: int64(limit), closeAfter: closeAfter, reqClose: req&4 != 0}
 		switch req & 3 {

@@ -267,11 +267,8 @@ func TestIdleConnectionClosedByUpstream(t *testing.T) {
 
 func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); !cond(); {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met in 5 s")
-		}
-		time.Sleep(5 * time.Millisecond)
+	if !testkit.WaitFor(5*time.Second, 5*time.Millisecond, cond) {
+		t.Fatal("condition not met in 5 s")
 	}
 }
 
