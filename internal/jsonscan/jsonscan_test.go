@@ -298,3 +298,28 @@ func BenchmarkWalk(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkAppendString unquotes a chat completion's content: a model's JSON
+// output quoted in a string (short runs between escapes, a few long ones).
+func BenchmarkAppendString(b *testing.B) {
+	obj := `{"ticket_id":"TCK-20240917-0042","category":"billing","priority":2,"language":"en",` +
+		`"sentiment":{"label":"negative","score":0.82},"customer":{"name":"Dana Whitfield","tier":"gold","account_age_days":1460,"region":"eu-west"},` +
+		`"entities":[` + strings.Repeat(`{"type":"amount","text":"EUR 129.00","confidence":0.95},`, 5) + `{"type":"location","text":"Rotterdam","confidence":0.74}],` +
+		`"actions":[` + strings.Repeat(`{"step":1,"owner":"billing","description":"Confirm the duplicate charge of EUR 129.00 on order ORD-99812 in the payment ledger.","due_hours":4},`, 3) +
+		`{"step":4,"owner":"engineering","description":"Check the renewal job for retries that double-charge annual plans.","due_hours":72}],` +
+		`"flags":{"refund_requested":true,"legal_threat":false,"churn_risk":true},` +
+		`"summary":"A gold-tier customer in Rotterdam was charged twice (EUR 129.00 each) for the Pro annual plan renewal on 12 September under order ORD-99812, asks for the duplicate to be refunded within the week and says they will cancel the subscription if it happens again."}`
+	quoted, _ := jsontext.AppendQuote(nil, obj)
+	in := append(quoted, '}')
+	b.SetBytes(int64(len(in)))
+	var s Scanner
+	var dst []byte
+	for b.Loop() {
+		s.Reset(in, true)
+		out, _, _, ok := s.AppendString(dst[:0])
+		if !ok || len(out) != len(obj) {
+			b.Fatal("not read")
+		}
+		dst = out
+	}
+}
