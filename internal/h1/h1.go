@@ -7,13 +7,20 @@
 // the response between them and the caller over channels, which wakes
 // goroutines and threads on every call. Here the caller's goroutine writes
 // the request and reads the response itself, with net/http's own writer
-// (Request.Write) and parser (http.ReadResponse); this package only pools
-// connections and decides when one may be used again, by the rules
-// net/http's Transport follows. Everything else (https, which also
-// negotiates HTTP/2; requests a proxy from the environment applies to;
-// protocol upgrades; everything, when the fallback disables keep-alives,
-// bounds the wait for a response header or caps connections per host)
-// goes to the fallback transport unchanged.
+// (Request.Write) and parser (http.ReadResponse, after a fast path for
+// simple reply heads); this package pools connections and decides when
+// one may be used again, by the rules net/http's Transport follows.
+// Everything else (https, which also negotiates HTTP/2; requests a proxy
+// from the environment applies to; protocol upgrades; everything, when the
+// fallback disables keep-alives, bounds the wait for a response header or
+// caps connections per host) goes to the fallback transport unchanged.
+//
+// The fast path (read.go) takes a reply whose head is already whole in the
+// connection's buffer and simple: a final status, CRLF lines of plain
+// ASCII, one Content-Length or no body. It builds the *http.Response
+// http.ReadResponse would, from one string for the whole head instead of a
+// string per line, key and value; anything else it leaves, unread, to
+// http.ReadResponse.
 //
 // What an upstream can see differ from net/http's Transport: no
 // "Accept-Encoding: gzip" is added (replies come as the request asked,
@@ -295,7 +302,10 @@ func (t *Transport) readResponse(pc *conn, req *http.Request, trace *httptrace.C
 		}
 	}
 	for {
-		resp, err := http.ReadResponse(pc.br, req)
+		resp, ok, err := readSimple(pc.br, req)
+		if !ok {
+			resp, err = http.ReadResponse(pc.br, req)
+		}
 		if err != nil {
 			if pc.readLimit <= 0 {
 				return nil, fmt.Errorf("net/http: server response headers exceeded %d bytes; aborted", t.maxHeaderBytes)
@@ -396,11 +406,15 @@ func (t *Transport) get(ctx context.Context, key string) (*conn, error) {
 		return nil, err
 	}
 	pc := &conn{nc: nc, key: key, readLimit: math.MaxInt64}
-	pc.br = bufio.NewReaderSize(pc, 4<<10)
-	pc.bw = bufio.NewWriterSize(pc, 4<<10)
+	pc.br = bufio.NewReaderSize(pc, bufSize)
+	pc.bw = bufio.NewWriterSize(pc, bufSize)
 	pc.live = newLiveness(nc)
 	return pc, nil
 }
+
+// bufSize is the size of a connection's read and write buffers: a reply
+// head (and most replies whole) fits in one read.
+const bufSize = 4 << 10
 
 // put gives pc back to the pool, or closes it when the pool is full.
 func (t *Transport) put(pc *conn) {
