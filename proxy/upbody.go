@@ -24,7 +24,7 @@ import (
 // single reader (no second call, no GetBody for a transport retry) and the transport reported that reader's request written
 // without error (httptrace WroteRequest, which net/http's HTTP/1 and
 // HTTP/2 transports report after the body's last read, as internal/h1 does
-// through Request.Write: a nil error means
+// (its own request writer as Request.Write): a nil error means
 // the body was read to its end, so no later try can reuse that reader
 // without GetBody). Otherwise the buffer is left to the garbage collector,
 // which frees it once the transport lets go.

@@ -7,20 +7,26 @@
 // the response between them and the caller over channels, which wakes
 // goroutines and threads on every call. Here the caller's goroutine writes
 // the request and reads the response itself, with net/http's own writer
-// (Request.Write) and parser (http.ReadResponse, after a fast path for
-// simple reply heads); this package pools connections and decides when
+// (Request.Write) and parser (http.ReadResponse), each after a fast path
+// for the common case; this package pools connections and decides when
 // one may be used again, by the rules net/http's Transport follows.
 // Everything else (https, which also negotiates HTTP/2; requests a proxy
 // from the environment applies to; protocol upgrades; everything, when the
 // fallback disables keep-alives, bounds the wait for a response header or
 // caps connections per host) goes to the fallback transport unchanged.
 //
-// The fast path (read.go) takes a reply whose head is already whole in the
-// connection's buffer and simple: a final status, CRLF lines of plain
-// ASCII, one Content-Length or no body. It builds the *http.Response
-// http.ReadResponse would, from one string for the whole head instead of a
-// string per line, key and value; anything else it leaves, unread, to
-// http.ReadResponse.
+// The reply's fast path (read.go) takes a reply whose head is already
+// whole in the connection's buffer and simple: a final status, CRLF lines
+// of plain ASCII, one Content-Length or no body. It builds the
+// *http.Response http.ReadResponse would, from one string for the whole
+// head instead of a string per line, key and value; anything else it
+// leaves, unread, to http.ReadResponse.
+//
+// The request's fast path (write.go) takes a common request (no transfer
+// coding or trailers, no body or one of a known length, a head that fits
+// the connection's free write buffer) and writes it byte for byte as
+// Request.Write would, its head in one append into that buffer instead of
+// fmt and a sorter; anything else it leaves to Request.Write.
 //
 // What an upstream can see differ from net/http's Transport: no
 // "Accept-Encoding: gzip" is added (replies come as the request asked,
@@ -248,9 +254,10 @@ func (t *Transport) exchange(ctx context.Context, pc *conn, req *http.Request) (
 		return nil, err
 	}
 	pc.nread, pc.nwritten = 0, 0
-	// Request.Write reports the trace's WroteRequest itself, once the
-	// body is read, before the flush: as net/http's Transport does.
-	err := req.Write(pc.bw)
+	// writeRequest (as Request.Write) reports the trace's WroteRequest
+	// itself, once the body is read, before the flush: as net/http's
+	// Transport does.
+	err := writeRequest(pc.bw, req)
 	if err == nil {
 		err = pc.bw.Flush()
 	}
