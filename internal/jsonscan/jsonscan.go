@@ -236,8 +236,9 @@ func (s *Scanner) AppendString(dst []byte) (out, raw []byte, same, ok bool) {
 	}
 	b, start := s.b, s.pkI
 	// The value is never longer than what is left of the input: room for
-	// it made once. Each run of plain bytes is found as str finds it and
-	// copied whole; escapes are written byte by byte.
+	// it made once. Each run of plain bytes is found first and copied
+	// whole (a copy per byte with its bounds checks cost more); escapes
+	// are written byte by byte.
 	n := len(dst)
 	out = slices.Grow(dst, len(b)-start)
 	out = out[:cap(out)]
@@ -245,13 +246,6 @@ func (s *Scanner) AppendString(dst []byte) (out, raw []byte, same, ok bool) {
 	for i := start + 1; i < len(b); {
 		if plain[b[i]] {
 			j := i + 1
-			for run := 0; j+4 <= len(b) && plain[b[j]] && plain[b[j+1]] && plain[b[j+2]] && plain[b[j+3]]; run++ {
-				j += 4
-				if run == 3 {
-					j = wordRun(b, j)
-					break
-				}
-			}
 			for j < len(b) && plain[b[j]] {
 				j++
 			}
@@ -373,35 +367,29 @@ const (
 	highs = 0x8080808080808080
 )
 
-// wordRun returns the end of the 8-byte words of plain string bytes
-// (none below 0x20, no quote or backslash, none with the high bit)
-// starting at b[i]. str and AppendString look for a run four bytes at a
-// time by table first, since in JSON text quoted in a string (a model's
-// JSON output in a reply) the runs between escapes are short, and call
-// this after 16. Each test (the "has a byte less than n" and "has a zero
-// byte" bit tricks) may flag a byte above a real match but never misses
-// one, so a clear word holds only plain bytes.
-func wordRun(b []byte, i int) int {
-	for i+8 <= len(b) {
-		w := binary.LittleEndian.Uint64(b[i:])
-		q, bs := w^(ones*'"'), w^(ones*'\\')
-		if ((w-ones*0x20)&^w|(q-ones)&^q|(bs-ones)&^bs|w)&highs != 0 {
-			break
-		}
-		i += 8
-	}
-	return i
-}
-
 // str validates the string literal at b's start and returns its length
 // and whether it holds an escape.
 func (s *Scanner) str(b []byte) (n int, esc, ok bool) {
 	i := 1
 	for {
+		// Plain bytes four at a time by table: in JSON text quoted in a
+		// string (a model's JSON output in a reply) the runs between
+		// escapes are short. After 16, eight at a time by word: none
+		// below 0x20, none a quote or backslash, none with the high bit.
+		// Each test (the "has a byte less than n" and "has a zero byte"
+		// bit tricks) may flag a byte above a real match but never misses
+		// one, so a clear word holds only plain bytes.
 		for run := 0; i+4 <= len(b) && plain[b[i]] && plain[b[i+1]] && plain[b[i+2]] && plain[b[i+3]]; run++ {
 			i += 4
 			if run == 3 {
-				i = wordRun(b, i)
+				for i+8 <= len(b) {
+					w := binary.LittleEndian.Uint64(b[i:])
+					q, bs := w^(ones*'"'), w^(ones*'\\')
+					if ((w-ones*0x20)&^w|(q-ones)&^q|(bs-ones)&^bs|w)&highs != 0 {
+						break
+					}
+					i += 8
+				}
 				break
 			}
 		}
